@@ -1,0 +1,5 @@
+# Sourced by launchers after they set HANGAR_ROOT: sets NODE24 to a Node >= 24, the project's pinned one first.
+NODE24=node
+for candidate in "$HANGAR_NODE" "$HANGAR_ROOT/node_modules/node/bin/node"; do
+  if [ -n "$candidate" ] && [ -x "$candidate" ]; then NODE24=$candidate; break; fi
+done

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `npm test`: everything CI checks, on a fresh clone, in order: system packages, npm packages, typecheck,
+# lint, unit and integration tests, production build, browser tests. Prints the counts of each runner.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the tests drive for real (browser, NBD peers, python3 for fixture plugins and SCM_RIGHTS).
+declare -A wanted=([chromium]=chromium [qemu-img]=qemu-utils [qemu-nbd]=qemu-utils [nbdkit]=nbdkit \
+  [nbdinfo]=libnbd-bin [nbdcopy]=libnbd-bin [python3]=python3)
+missing=()
+for tool in "${!wanted[@]}"; do command -v "$tool" >/dev/null || missing+=("${wanted[$tool]}"); done
+if ((${#missing[@]})); then
+  packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+  if [ "$(id -u)" = 0 ]; then
+    echo "== installing Debian packages: $packages"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages >/dev/null
+  else
+    echo "missing Debian packages: $packages (run as root to install them, or install them yourself)" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -x node_modules/.bin/node ] || [ ! -x node_modules/.bin/next ]; then
+  echo "== npm ci"
+  npm ci --no-audit --no-fund
+fi
+export PATH="$PWD/node_modules/.bin:$PATH"
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+echo "== typecheck"; tsc --noEmit -p .
+echo "== lint"; eslint --max-warnings 0 .
+
+echo "== unit and integration tests"
+node --test --test-concurrency=2 --test-reporter=spec "server/**/*.test.ts" 2>&1 | tee "$logs/unit"
+
+echo "== production build"; next build
+echo "== browser tests (Chromium)"
+playwright test 2>&1 | tee "$logs/e2e"
+
+unit_pass=$(grep -E '^ℹ pass [0-9]+' "$logs/unit" | awk '{print $3}')
+unit_fail=$(grep -E '^ℹ fail [0-9]+' "$logs/unit" | awk '{print $3}')
+e2e_pass=$(grep -oE '[0-9]+ passed' "$logs/e2e" | tail -1 | awk '{print $1}')
+echo
+echo "unit/integration: ${unit_pass:-0} passed, ${unit_fail:-0} failed; browser: ${e2e_pass:-0} passed"
+echo "$(( ${unit_pass:-0} + ${e2e_pass:-0} )) passed, ${unit_fail:-0} failed"

@@ -1,0 +1,49 @@
+// `hangar`: the command line of Hangar. Each command is a module exporting `run(argv)` and its help text.
+import * as call from "./call.ts";
+import * as methods from "./methods.ts";
+import * as plugins from "./plugins.ts";
+import { UsageError } from "./usage.ts";
+
+const COMMANDS = { plugins, call, methods } as const;
+
+const HELP = `hangar — drive SMAPIv3 (xapi-storage) plugins from the command line
+
+Usage: hangar <command> [options]
+
+Commands:
+${Object.entries(COMMANDS)
+  .map(([name, command]) => `  ${name.padEnd(10)}${command.summary}`)
+  .join("\n")}
+
+Run "hangar <command> --help" for the options of a command.
+Environment: HANGAR_PLUGIN_ROOT (default: the bundled root server/plugins).
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    process.stdout.write(HELP);
+    return name === undefined ? 2 : 0;
+  }
+  const command = COMMANDS[name as keyof typeof COMMANDS];
+  if (command === undefined) {
+    process.stderr.write(`hangar: unknown command "${name}"\n\n${HELP}`);
+    return 2;
+  }
+  if (rest.includes("--help") || rest.includes("-h")) {
+    process.stdout.write(command.help);
+    return 0;
+  }
+  try {
+    return await command.run(rest);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      process.stderr.write(`hangar ${name}: ${error.message}\n\n${command.help}`);
+      return 2;
+    }
+    process.stderr.write(`hangar ${name}: ${(error as Error).message}\n`);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

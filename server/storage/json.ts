@@ -1,0 +1,39 @@
+// JSON as ocaml-rpc speaks it: integers must survive exactly, so the parser keeps the source text of every
+// number token. JSON.parse alone would silently round 2^53+1 and could not tell `1` from `1.0`.
+
+/** A number token written with a fraction or exponent whose value is integral (`1.0`, `1e3`). */
+export class IntegralFloat {
+  readonly value: number;
+  readonly source: string;
+  constructor(value: number, source: string) {
+    this.value = value;
+    this.source = source;
+  }
+}
+
+/** An integer token too large for a double to hold exactly. */
+export class InexactInteger {
+  readonly source: string;
+  constructor(source: string) {
+    this.source = source;
+  }
+}
+
+const INTEGER_LITERAL = /^-?\d+$/;
+
+function reviveNumber(value: number, source: string): unknown {
+  if (INTEGER_LITERAL.test(source)) return Number.isSafeInteger(value) ? value : new InexactInteger(source);
+  return Number.isInteger(value) ? new IntegralFloat(value, source) : value;
+}
+
+/** Parses JSON text; integer and float tokens are distinguishable by the schemas in wire.ts. */
+export function parseWireJson(text: string): unknown {
+  return JSON.parse(text, (_key, value: unknown, context?: { source?: string }) =>
+    typeof value === "number" && context?.source !== undefined ? reviveNumber(value, context.source) : value,
+  );
+}
+
+/** Compact one-line JSON; `undefined` members vanish, which is how options are encoded (never null). */
+export function stringifyWireJson(value: unknown): string {
+  return JSON.stringify(value === undefined ? null : value);
+}

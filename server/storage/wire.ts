@@ -1,0 +1,148 @@
+// Schema builders for the ocaml-rpc JSON encoding (compat-notes §1). Each builder accepts what real plugins
+// emit and produces the canonical value, which is also the wire form: encoding is validation by the same
+// schema followed by JSON.stringify (options omitted, variants as arrays or bare strings).
+import { z } from "zod";
+import { InexactInteger, IntegralFloat } from "./json.ts";
+
+/** Every schema carries the interface's type name, used by the generated method reference. */
+export function named<T extends z.ZodType>(schema: T, wireType: string): T {
+  return schema.meta({ title: wireType });
+}
+
+export function wireTypeName(schema: z.ZodType): string {
+  return (schema.meta()?.title as string | undefined) ?? "unknown";
+}
+
+const NUMERIC_STRING = /^-?\d+$/;
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+function describeInput(value: unknown): string {
+  if (value instanceof IntegralFloat) return value.source;
+  if (value instanceof InexactInteger) return value.source;
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "string" ? JSON.stringify(value) : typeof value;
+}
+
+function integer(wireType: string) {
+  return named(
+    z.unknown().transform((value, ctx): number => {
+      const fail = (message: string) => {
+        ctx.addIssue({ code: "custom", message });
+        return z.NEVER;
+      };
+      let digits: string | undefined;
+      if (typeof value === "number") {
+        if (Number.isSafeInteger(value)) return value;
+        return fail(Number.isInteger(value) ? `${value} cannot be represented exactly` : `expected ${wireType}, got ${value}`);
+      }
+      if (value instanceof InexactInteger) digits = value.source;
+      else if (typeof value === "string" && NUMERIC_STRING.test(value.trim())) digits = value.trim();
+      if (digits === undefined) return fail(`expected ${wireType}, got ${describeInput(value)}`);
+      const big = BigInt(digits);
+      if (big < INT64_MIN || big > INT64_MAX) return fail(`${digits} is out of the ${wireType} range`);
+      if (big < BigInt(Number.MIN_SAFE_INTEGER) || big > BigInt(Number.MAX_SAFE_INTEGER)) {
+        return fail(`${digits} cannot be represented exactly (beyond 2^53)`);
+      }
+      return Number(big);
+    }),
+    wireType,
+  );
+}
+
+export const int64 = () => integer("int64");
+export const int = () => integer("int");
+
+export const float = () =>
+  named(
+    z.unknown().transform((value, ctx): number => {
+      if (typeof value === "number" && Number.isFinite(value)) return value;
+      if (value instanceof IntegralFloat) return value.value;
+      if (typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value))) return Number(value);
+      ctx.addIssue({ code: "custom", message: `expected float, got ${describeInput(value)}` });
+      return z.NEVER;
+    }),
+    "float",
+  );
+
+export const string = (wireType = "string") => named(z.string(), wireType);
+export const bool = (wireType = "bool") => named(z.boolean(), wireType);
+
+/** `unit`: null and only null. */
+export const unit = () => named(z.null(), "unit");
+
+/** `(string * string) list`, encoded as a JSON object. */
+export const stringMap = (wireType = "(string * string) list") => named(z.record(z.string(), z.string()), wireType);
+
+export const list = <T extends z.ZodType>(item: T, wireType?: string) =>
+  named(z.array(item), wireType ?? `${wireTypeName(item)} list`);
+
+/** An optional struct member: absent (or null, which some writers send) decodes to undefined. */
+export const option = <T extends z.ZodType>(inner: T) =>
+  named(
+    z.preprocess((value) => (value === null ? undefined : value), inner.optional()),
+    `${wireTypeName(inner)} option`,
+  );
+
+type Shape = Record<string, z.ZodType>;
+
+/** A struct: object members matched case-insensitively, unknown members ignored. */
+export function struct<S extends Shape>(wireType: string, shape: S) {
+  const canonical = new Map(Object.keys(shape).map((key) => [key.toLowerCase(), key]));
+  const normalise = (value: unknown) => {
+    if (typeof value !== "object" || value === null || Array.isArray(value)) return value;
+    const out: Record<string, unknown> = {};
+    for (const [key, member] of Object.entries(value)) {
+      const name = canonical.get(key.toLowerCase());
+      if (name !== undefined && !(name in out && key !== name)) out[name] = member;
+    }
+    return out;
+  };
+  return named(z.preprocess(normalise, z.object(shape)), wireType);
+}
+
+/** The member schemas of a struct built by `struct`, for documentation. */
+export function structShape(schema: z.ZodType): Shape | undefined {
+  const inner = schema instanceof z.ZodPipe ? schema.out : schema;
+  return inner instanceof z.ZodObject ? (inner.shape as Shape) : undefined;
+}
+
+type Constructors = Record<string, z.ZodType | null>;
+type VariantValue<C extends Constructors> = {
+  [K in keyof C & string]: C[K] extends z.ZodType ? [K, z.output<C[K]>] : K;
+}[keyof C & string];
+
+/**
+ * A variant: constructors with a payload as `[Tag, payload]`, constant constructors (null here) as a bare
+ * `"Tag"`. Tags match case-insensitively; a bare string for a payload constructor is rejected.
+ */
+export function variant<C extends Constructors>(wireType: string, constructors: C) {
+  const tags = new Map(Object.keys(constructors).map((tag) => [tag.toLowerCase(), tag]));
+  const expected = Object.keys(constructors).join(" | ");
+  return named(
+    z.unknown().transform((value, ctx): VariantValue<C> => {
+      const fail = (message: string) => {
+        ctx.addIssue({ code: "custom", message });
+        return z.NEVER;
+      };
+      const rawTag = typeof value === "string" ? value : Array.isArray(value) ? value[0] : undefined;
+      if (typeof rawTag !== "string") return fail(`expected ${wireType} (${expected}), got ${describeInput(value)}`);
+      const tag = tags.get(rawTag.toLowerCase());
+      if (tag === undefined) return fail(`unknown ${wireType} constructor "${rawTag}" (expected ${expected})`);
+      const payloadSchema = constructors[tag];
+      if (payloadSchema === null || payloadSchema === undefined) {
+        if (Array.isArray(value) && value.length !== 1) return fail(`${tag} takes no payload`);
+        return tag as VariantValue<C>;
+      }
+      if (!Array.isArray(value) || value.length !== 2) return fail(`${tag} needs a payload: ["${tag}", …]`);
+      const payload = payloadSchema.safeParse(value[1]);
+      if (!payload.success) {
+        for (const issue of payload.error.issues) ctx.addIssue({ ...issue, path: [1, ...issue.path] } as never);
+        return z.NEVER;
+      }
+      return [tag, payload.data] as VariantValue<C>;
+    }),
+    wireType,
+  );
+}
