@@ -1,0 +1,35 @@
+import type { ComponentProps } from "react";
+import { cn } from "./cn.ts";
+
+const variants = {
+  primary:
+    "bg-zinc-900 text-white shadow-sm hover:bg-zinc-700 dark:bg-zinc-100 dark:text-zinc-900 dark:hover:bg-white",
+  secondary:
+    "bg-white text-zinc-900 shadow-sm ring-1 ring-inset ring-zinc-300 hover:bg-zinc-50 dark:bg-zinc-900 dark:text-zinc-100 dark:ring-zinc-700 dark:hover:bg-zinc-800",
+  ghost: "text-zinc-700 hover:bg-zinc-100 hover:text-zinc-900 dark:text-zinc-300 dark:hover:bg-zinc-800 dark:hover:text-white",
+} as const;
+
+const sizes = {
+  sm: "h-8 gap-1.5 px-2.5 text-xs",
+  md: "h-9 gap-2 px-3.5 text-sm",
+} as const;
+
+export interface ButtonStyle {
+  variant?: keyof typeof variants;
+  size?: keyof typeof sizes;
+}
+
+/** Button look for other elements too, e.g. a `Link` that should read as an action. */
+export function buttonClasses({ variant = "primary", size = "md" }: ButtonStyle = {}): string {
+  return cn(
+    "inline-flex shrink-0 items-center justify-center rounded-md font-medium transition-colors",
+    "focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-sky-600 dark:focus-visible:outline-sky-400",
+    "disabled:pointer-events-none disabled:opacity-50 aria-busy:cursor-progress",
+    variants[variant],
+    sizes[size],
+  );
+}
+
+export function Button({ variant, size, className, type = "button", ...props }: ComponentProps<"button"> & ButtonStyle) {
+  return <button type={type} className={cn(buttonClasses({ variant, size }), className)} {...props} />;
+}

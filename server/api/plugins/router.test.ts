@@ -1,0 +1,120 @@
+import assert from "node:assert/strict";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { TRPCError } from "@trpc/server";
+import { fetchRequestHandler } from "@trpc/server/adapters/fetch";
+import { appRouter, createCaller } from "../root.ts";
+
+const fixtureRoot = resolve(import.meta.dirname, "../../storage/fixtures/python-root");
+const callerFor = (pluginRoot: string) => createCaller({ headers: new Headers(), pluginRoot });
+
+describe("plugins.list", () => {
+  test("describes the registered plugins and says why the others were skipped", async () => {
+    const scan = await callerFor(fixtureRoot).plugins.list();
+    assert.equal(scan.root, fixtureRoot);
+    assert.deepEqual(
+      scan.plugins.map((p) => [p.kind, p.dir, p.type]),
+      [
+        ["volume", "org.example.storage.scratch", "scratch"],
+        ["datapath", "loop", "loop"],
+      ],
+    );
+    const scratch = scan.plugins[0];
+    assert.ok(scratch);
+    assert.equal(scratch.name, "Scratch SR");
+    assert.equal(scratch.vendor, "Example Storage Co");
+    assert.equal(scratch.version, "1.2.3");
+    assert.equal(scratch.required_api_version, "5.0");
+    assert.ok(scratch.features.includes("VDI_SNAPSHOT"));
+    assert.deepEqual(scratch.configuration, { path: "Directory that holds the SR" });
+    assert.deepEqual(scratch.warnings, []);
+    assert.equal("client" in scratch, false, "no plugin client leaks into the response");
+
+    assert.deepEqual(
+      scan.skipped.map((s) => [s.kind, s.dir]),
+      [
+        ["volume", "org.example.storage.ancient"],
+        ["datapath", "broken"],
+      ],
+    );
+    assert.match(scan.skipped[0]?.reason ?? "", /2\.0/);
+    assert.match(scan.skipped[1]?.reason ?? "", /cannot load kernel module nbd/);
+  });
+
+  test("an empty plugin root lists nothing", async (t) => {
+    const root = await mkdtemp(join(tmpdir(), "hangar-api-empty-"));
+    t.after(() => rm(root, { recursive: true, force: true }));
+    const scan = await callerFor(root).plugins.list();
+    assert.deepEqual({ plugins: scan.plugins, skipped: scan.skipped }, { plugins: [], skipped: [] });
+  });
+});
+
+describe("plugins.diagnostics", () => {
+  let failingRoot = "";
+  before(async () => {
+    // A volume plugin that registers but whose Plugin.diagnostics fails the way real plugins fail.
+    failingRoot = await mkdtemp(join(tmpdir(), "hangar-api-failing-"));
+    const dir = join(failingRoot, "volume", "org.example.storage.grumpy");
+    await mkdir(dir, { recursive: true });
+    const query = JSON.stringify({
+      plugin: "grumpy", name: "Grumpy SR", description: "", vendor: "", copyright: "", version: "0.1",
+      required_api_version: "5.0", features: [], configuration: {}, required_cluster_stack: [],
+    });
+    await writeFile(join(dir, "Plugin.Query"), `#!/bin/sh\ncat >/dev/null\necho '${query}'\n`);
+    await writeFile(
+      join(dir, "Plugin.diagnostics"),
+      `#!/bin/sh\ncat >/dev/null\necho '{"code":"SR_BACKEND_FAILURE","params":["Unimplemented","Plugin.diagnostics"],"backtrace":{"error":"","files":[],"lines":[]}}'\nexit 1\n`,
+    );
+    await chmod(join(dir, "Plugin.Query"), 0o755);
+    await chmod(join(dir, "Plugin.diagnostics"), 0o755);
+  });
+  after(() => rm(failingRoot, { recursive: true, force: true }));
+
+  test("returns what the plugin prints, found by SR type, scheme or directory", async () => {
+    const api = callerFor(fixtureRoot);
+    const scratch = await api.plugins.diagnostics({ name: "scratch" });
+    assert.equal(scratch.name, "scratch");
+    assert.match(scratch.diagnostics, /^scratch plugin: python \d+\.\d+/);
+    const loop = await api.plugins.diagnostics({ name: "loop", kind: "datapath" });
+    assert.equal(loop.name, "loop");
+    const byDir = await api.plugins.diagnostics({ name: "org.example.storage.scratch", kind: "volume" });
+    assert.equal(byDir.diagnostics, scratch.diagnostics);
+  });
+
+  test("an unknown or skipped plugin is NOT_FOUND", async () => {
+    const api = callerFor(fixtureRoot);
+    for (const input of [{ name: "nope" }, { name: "broken" }, { name: "loop", kind: "volume" as const }]) {
+      await assert.rejects(api.plugins.diagnostics(input), (error: unknown) => {
+        assert.ok(error instanceof TRPCError);
+        assert.equal(error.code, "NOT_FOUND");
+        assert.match(error.message, new RegExp(`'${input.name}'`));
+        return true;
+      });
+    }
+  });
+
+  test("a plugin error becomes a TRPCError that says what failed", async () => {
+    await assert.rejects(callerFor(failingRoot).plugins.diagnostics({ name: "grumpy" }), (error: unknown) => {
+      assert.ok(error instanceof TRPCError);
+      assert.equal(error.code, "NOT_IMPLEMENTED");
+      assert.match(error.message, /^Plugin\.diagnostics on 'grumpy' failed: .*Unimplemented/);
+      return true;
+    });
+  });
+
+  test("over HTTP, invalid input answers 400 with the zod errors flattened per field", async () => {
+    const input = encodeURIComponent(JSON.stringify({ name: "  " }));
+    const response = await fetchRequestHandler({
+      endpoint: "/api/trpc",
+      req: new Request(`http://hangar.test/api/trpc/plugins.diagnostics?input=${input}`),
+      router: appRouter,
+      createContext: () => ({ headers: new Headers(), pluginRoot: fixtureRoot }),
+    });
+    assert.equal(response.status, 400);
+    const body = (await response.json()) as { error: { data: { code: string; zodError: unknown } } };
+    assert.equal(body.error.data.code, "BAD_REQUEST");
+    assert.deepEqual(body.error.data.zodError, { formErrors: [], fieldErrors: { name: ["Name a plugin"] } });
+  });
+});

@@ -1,0 +1,50 @@
+// Where Hangar keeps host-local state. Everything is overridable by environment so tests, CI and several
+// Hangar hosts on one machine stay apart.
+import { randomUUID } from "node:crypto";
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+
+/** HANGAR_DATA_DIR, default `<repo>/data`. */
+export function dataDir(): string {
+  return resolve(process.env.HANGAR_DATA_DIR || join(repoRoot, "data"));
+}
+
+/** Sockets and pid files of daemons: HANGAR_RUN_DIR, default `<data dir>/run`. */
+export function runDir(): string {
+  return resolve(process.env.HANGAR_RUN_DIR || join(dataDir(), "run"));
+}
+
+/** rrdd protocol v2 datasource files: HANGAR_METRICS_DIR, default `<data dir>/metrics`. */
+export function metricsDir(): string {
+  return resolve(process.env.HANGAR_METRICS_DIR || join(dataDir(), "metrics"));
+}
+
+/** This host's installation uuid: HANGAR_HOST_UUID, else generated once and kept in the data dir. */
+export function hostUuid(): string {
+  if (process.env.HANGAR_HOST_UUID) return process.env.HANGAR_HOST_UUID;
+  const file = join(dataDir(), "host-uuid");
+  try {
+    return readFileSync(file, "utf8").trim();
+  } catch {
+    mkdirSync(dirname(file), { recursive: true });
+    const tmp = `${file}.${process.pid}.tmp`;
+    writeFileSync(tmp, `${randomUUID()}\n`);
+    // link() never replaces: when two first calls race, both end up reading the one that won.
+    try {
+      linkSync(tmp, file);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    } finally {
+      rmSync(tmp, { force: true });
+    }
+    return readFileSync(file, "utf8").trim();
+  }
+}
+
+/** The Node 24 binary running us, for daemons that plugins start. */
+export function nodeBinary(): string {
+  return process.execPath;
+}

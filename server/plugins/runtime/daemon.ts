@@ -1,0 +1,146 @@
+// Long-lived helpers of short-lived plugin calls (NBD servers, copy and mirror workers): started detached
+// by one call, found again by later calls through a pid file and a control socket, stopped explicitly.
+import { spawn } from "node:child_process";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { nodeBinary, runDir } from "../../config.ts";
+
+export interface Daemon {
+  name: string;
+  pid: number;
+  /** HTTP control socket of the daemon. */
+  controlSocket: string;
+}
+
+function paths(name: string) {
+  const dir = join(runDir(), "daemons");
+  return { dir, pidFile: join(dir, `${name}.pid`), controlSocket: join(dir, `${name}.ctl`), log: join(dir, `${name}.log`), lock: join(dir, `${name}.lock`) };
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The running daemon of that name, if its process lives and its control socket answers. */
+export async function findDaemon(name: string): Promise<Daemon | undefined> {
+  const p = paths(name);
+  let pid: number;
+  try {
+    pid = Number(readFileSync(p.pidFile, "utf8"));
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || !isAlive(pid)) return undefined;
+  try {
+    await control({ name, pid, controlSocket: p.controlSocket }, "ping", {});
+  } catch {
+    return undefined;
+  }
+  return { name, pid, controlSocket: p.controlSocket };
+}
+
+/**
+ * Starts `node script ...args` detached unless a live daemon of that name exists. The script must call
+ * `serveControl(name, handlers)`. A lock file keeps two concurrent callers from starting two daemons.
+ */
+export async function ensureDaemon(name: string, script: string, args: string[], env: Record<string, string> = {}): Promise<Daemon> {
+  const p = paths(name);
+  mkdirSync(p.dir, { recursive: true });
+  await withLock(p.lock, async () => {
+    if ((await findDaemon(name)) !== undefined) return;
+    rmSync(p.controlSocket, { force: true });
+    const log = openSync(p.log, "a");
+    const child = spawn(nodeBinary(), [script, ...args], {
+      detached: true,
+      stdio: ["ignore", log, log],
+      env: { ...process.env, ...env, HANGAR_DAEMON_NAME: name },
+    });
+    closeSync(log);
+    child.unref();
+    writeFileSync(p.pidFile, String(child.pid));
+    for (let waited = 0; waited < 15_000; waited += 20) {
+      if (existsSync(p.controlSocket) && (await findDaemon(name)) !== undefined) return;
+      if (child.exitCode !== null || !isAlive(child.pid ?? -1)) break;
+      await sleep(20);
+    }
+    const tail = existsSync(p.log) ? readFileSync(p.log, "utf8").slice(-2000) : "";
+    throw new Error(`daemon ${name} did not start${tail ? `: ${tail}` : ""}`);
+  });
+  const daemon = await findDaemon(name);
+  if (daemon === undefined) throw new Error(`daemon ${name} is not running`);
+  return daemon;
+}
+
+/** Asks the daemon to stop, then makes sure it has; removes its files. Safe when it is not running. */
+export async function stopDaemon(name: string): Promise<void> {
+  const p = paths(name);
+  const daemon = await findDaemon(name);
+  let pid = daemon?.pid;
+  if (pid === undefined) {
+    try {
+      pid = Number(readFileSync(p.pidFile, "utf8"));
+    } catch {
+      pid = undefined;
+    }
+  }
+  if (daemon !== undefined) await control(daemon, "stop", {}).catch(() => undefined);
+  if (pid !== undefined && Number.isInteger(pid)) {
+    for (let waited = 0; isAlive(pid) && waited < 10_000; waited += 20) await sleep(20);
+    if (isAlive(pid)) process.kill(pid, "SIGKILL");
+  }
+  rmSync(p.pidFile, { force: true });
+  rmSync(p.controlSocket, { force: true });
+}
+
+/** Sends one control command; the daemon answers JSON or an error message with a non-200 status. */
+export function control<T = unknown>(daemon: Daemon, command: string, body: unknown): Promise<T> {
+  const payload = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        socketPath: daemon.controlSocket,
+        path: `/${command}`,
+        method: "POST",
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+        signal: AbortSignal.timeout(30_000),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          const text = Buffer.concat(chunks).toString("utf8");
+          if (res.statusCode === 200) resolve(JSON.parse(text) as T);
+          else reject(new Error(text || `daemon ${daemon.name}: ${command} failed (${res.statusCode})`));
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
+
+async function withLock(lockFile: string, body: () => Promise<void>): Promise<void> {
+  for (let waited = 0; ; waited += 20) {
+    try {
+      closeSync(openSync(lockFile, "wx"));
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      // A lock left by a killed caller is stale after a while.
+      if (waited > 20_000) rmSync(lockFile, { force: true });
+      await sleep(20);
+    }
+  }
+  try {
+    await body();
+  } finally {
+    rmSync(lockFile, { force: true });
+  }
+}
