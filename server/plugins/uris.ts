@@ -1,0 +1,44 @@
+// How our plugins name things on the wire: an SR is `file://<directory>`, a volume is offered to the
+// datapaths as `<scheme>://<SR directory>?volume=<key>` (scheme `nbd` or `file`, the datapath dir names).
+import { isAbsolute, normalize } from "node:path";
+import { storageErrors } from "../storage/errors.ts";
+
+export const DATAPATH_SCHEMES = ["nbd", "file"] as const;
+export type DatapathScheme = (typeof DATAPATH_SCHEMES)[number];
+
+/** The directory of an SR given as `file:///dir` or as a bare absolute path. */
+export function srPathOf(sr: string): string {
+  let path = sr;
+  if (sr.startsWith("file://")) {
+    const url = new URL(sr);
+    if (url.host !== "" && url.host !== "localhost") throw storageErrors.srDoesNotExist(sr);
+    path = decodeURIComponent(url.pathname);
+  }
+  if (!isAbsolute(path)) throw storageErrors.backendFailure(`SR ${JSON.stringify(sr)} is not a file:// URI or an absolute path`);
+  return normalize(path).replace(/(.)\/$/, "$1");
+}
+
+export function srUri(path: string): string {
+  return new URL(`file://${path}`).href;
+}
+
+export function volumeUri(scheme: DatapathScheme, srPath: string, key: string): string {
+  const url = new URL(`${scheme}://${srPath}`);
+  url.searchParams.set("volume", key);
+  return url.href;
+}
+
+/** Parses a volume URI of one of our datapaths; a clear error for anything else. */
+export function parseVolumeUri(uri: string, scheme: DatapathScheme): { srPath: string; key: string } {
+  let url: URL;
+  try {
+    url = new URL(uri);
+  } catch {
+    throw storageErrors.backendFailure(`not a URI: ${JSON.stringify(uri)}`);
+  }
+  const key = url.searchParams.get("volume");
+  if (url.protocol !== `${scheme}:` || key === null || key === "") {
+    throw storageErrors.backendFailure(`${JSON.stringify(uri)} is not a volume URI of the ${scheme} datapath (${scheme}:///<SR directory>?volume=<key>)`);
+  }
+  return { srPath: srPathOf(`file://${url.pathname}`), key };
+}

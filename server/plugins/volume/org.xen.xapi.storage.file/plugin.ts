@@ -1,0 +1,213 @@
+// The `file` volume plugin: an SR is a directory on a local filesystem, volumes are sparse files in
+// copy-on-write layers (server/plugins/filesr). One dispatcher; every method entry is a symlink to ../../entry.
+import { existsSync } from "node:fs";
+import { hostUuid, metricsDir } from "../../../config.ts";
+import { runScriptEntry, type PluginImplementation } from "../../../storage/dispatcher.ts";
+import { storageErrors } from "../../../storage/errors.ts";
+import type { ProbeResult, SrStat, Volume } from "../../../storage/types.ts";
+import * as filesr from "../../filesr/index.ts";
+import { mapErrors } from "../../filesr-errors.ts";
+import { DATAPATH_SCHEMES, srPathOf, srUri, volumeUri } from "../../uris.ts";
+import { forgetAttached, listAttached, rememberAttached } from "./attached-srs.ts";
+
+const VERSION = "1.0.0";
+
+export const FEATURES = [
+  "SR_PROBE",
+  "SR_CREATE",
+  "SR_DELETE",
+  "SR_ATTACH",
+  "SR_DETACH",
+  "SR_SCAN",
+  "SR_STATS",
+  "SR_UPDATE",
+  "SR_METADATA",
+  "VDI_CREATE",
+  "VDI_DELETE",
+  "VDI_ATTACH",
+  "VDI_DETACH",
+  "VDI_ACTIVATE",
+  "VDI_DEACTIVATE",
+  "VDI_UPDATE",
+  "VDI_SNAPSHOT",
+  "VDI_CLONE",
+  "VDI_COPY",
+  "VDI_REVERT",
+  "VDI_RESIZE",
+  "VDI_CONFIG_CBT",
+  "THIN_PROVISIONING",
+  "LARGE_VDI",
+];
+
+/** The SR directory from a configuration: key `path`, or a file:// `uri`. */
+function configuredPath(configuration: Record<string, string>): string {
+  const given = configuration.path ?? configuration.uri;
+  if (given === undefined || given === "") {
+    throw storageErrors.backendFailure('configuration needs "path" (a directory) or "uri" (file:///directory)');
+  }
+  return srPathOf(given);
+}
+
+function toWireVolume(srPath: string, volume: filesr.Volume): Volume {
+  return {
+    ...volume,
+    uri: DATAPATH_SCHEMES.map((scheme) => volumeUri(scheme, srPath, volume.key)),
+  };
+}
+
+function toWireStat(stat: filesr.SrStat): SrStat {
+  return {
+    sr: srUri(stat.path),
+    name: stat.name,
+    uuid: stat.uuid,
+    description: stat.description,
+    free_space: stat.free_space,
+    total_space: stat.total_space,
+    datasources: stat.datasources,
+    clustered: false,
+    health: stat.health,
+  };
+}
+
+async function diagnostics(): Promise<string> {
+  const lines = [`Hangar file volume plugin ${VERSION} on Node ${process.versions.node}`, `host ${hostUuid()}`];
+  const attached = listAttached();
+  lines.push(`${attached.length} SR(s) attached on this host`);
+  for (const sr of attached) {
+    try {
+      const path = srPathOf(sr);
+      const [stat, volumes] = await Promise.all([filesr.statSr(path), filesr.listVolumes(path)]);
+      const used = volumes.reduce((sum, v) => sum + v.physical_utilisation, 0);
+      const virtual = volumes.reduce((sum, v) => sum + v.virtual_size, 0);
+      // Uuids and numbers only: names, descriptions and paths may carry personal data.
+      lines.push(
+        `SR ${stat.uuid}: health ${stat.health[0]}${stat.health[1] ? ` (${stat.health[1]})` : ""}, ` +
+          `${volumes.length} volumes, ${virtual} bytes virtual, ${used} bytes allocated, ` +
+          `${stat.free_space} of ${stat.total_space} bytes free`,
+      );
+    } catch (error) {
+      lines.push(`SR (unreadable): ${(error as Error).message.replace(/\/\S+/g, "<path>")}`);
+    }
+  }
+  return lines.join("\n");
+}
+
+async function probe(configuration: Record<string, string>): Promise<ProbeResult[]> {
+  if (configuration.path === undefined && configuration.uri === undefined) {
+    return [{ configuration, complete: false, extra_info: { hint: "set path to a directory to look for SRs in" } }];
+  }
+  const path = configuredPath(configuration);
+  const { srs, creatable } = await filesr.probeSrs(path);
+  const found: ProbeResult[] = srs.map((stat) => ({
+    configuration: { path: stat.path, uuid: stat.uuid },
+    complete: true,
+    sr: toWireStat(stat),
+    extra_info: {},
+  }));
+  if (creatable) found.push({ configuration: { path }, complete: true, extra_info: { creatable: "true" } });
+  if (found.length === 0) {
+    found.push({ configuration: { path }, complete: false, extra_info: { reason: "holds files that are not a Hangar SR" } });
+  }
+  return found;
+}
+
+export const fileVolumePlugin: PluginImplementation = mapErrors<PluginImplementation>({
+  "Plugin.query": () => ({
+    plugin: "file",
+    name: "File SR",
+    description: "Volumes as sparse files with copy-on-write layers in a directory of a local filesystem",
+    vendor: "Hangar",
+    copyright: "(C) Hangar contributors",
+    version: VERSION,
+    required_api_version: "5.0",
+    features: FEATURES,
+    configuration: {
+      path: "Directory that holds the SR (created if missing; must be empty or hold a Hangar SR)",
+      uri: "Alternatively, the directory as a file:// URI",
+    },
+    required_cluster_stack: [],
+  }),
+  "Plugin.ls": () => listAttached(),
+  "Plugin.diagnostics": () => diagnostics(),
+
+  "SR.probe": ({ configuration }) => probe(configuration),
+  "SR.create": async ({ uuid, configuration, name, description }) => {
+    const path = configuredPath(configuration);
+    const sr = await filesr.createSr(path, { uuid, name, description });
+    return { ...configuration, path: sr.path, sr_uuid: sr.uuid };
+  },
+  "SR.attach": async ({ configuration }) => {
+    const path = configuredPath(configuration);
+    const sr = await filesr.attachSr(path);
+    const uri = srUri(sr.path);
+    rememberAttached(sr.uuid, uri);
+    filesr.startDatasourceDaemon(sr.path, metricsDir());
+    return uri;
+  },
+  "SR.detach": async ({ sr }) => {
+    const path = srPathOf(sr);
+    if (!existsSync(path)) return null;
+    const info = await filesr.openSr(path);
+    await filesr.detachSr(path);
+    forgetAttached(info.uuid);
+    return null;
+  },
+  "SR.destroy": async ({ sr }) => {
+    const path = srPathOf(sr);
+    const info = await filesr.openSr(path);
+    await filesr.destroySr(path);
+    forgetAttached(info.uuid);
+    return null;
+  },
+  "SR.stat": async ({ sr }) => toWireStat(await filesr.statSr(srPathOf(sr))),
+  "SR.set_name": async ({ sr, new_name }) => (await filesr.setSrName(srPathOf(sr), new_name), null),
+  "SR.set_description": async ({ sr, new_description }) => (await filesr.setSrDescription(srPathOf(sr), new_description), null),
+  "SR.ls": async ({ sr }) => {
+    const path = srPathOf(sr);
+    return (await filesr.listVolumes(path)).map((v) => toWireVolume(path, v));
+  },
+
+  "Volume.create": async ({ sr, name, description, size, sharable }) => {
+    const path = srPathOf(sr);
+    return toWireVolume(path, await filesr.createVolume(path, { name, description, size, sharable }));
+  },
+  "Volume.snapshot": async ({ sr, key }) => {
+    const path = srPathOf(sr);
+    return toWireVolume(path, await filesr.snapshotVolume(path, key, { host: hostUuid() }));
+  },
+  "Volume.clone": async ({ sr, key }) => {
+    const path = srPathOf(sr);
+    return toWireVolume(path, await filesr.cloneVolume(path, key, { host: hostUuid() }));
+  },
+  "Volume.copy": async ({ sr, key, dest_sr }) => {
+    const dest = srPathOf(dest_sr);
+    return toWireVolume(dest, await filesr.copyVolume(srPathOf(sr), key, dest));
+  },
+  "Volume.destroy": async ({ sr, key }) => {
+    const path = srPathOf(sr);
+    await filesr.destroyVolume(path, key);
+    // Freed or mergeable layers are dealt with in the background so chains stay short.
+    filesr.startGarbageCollector(path);
+    return null;
+  },
+  "Volume.revert": async ({ sr, snapshot, key }) => (await filesr.revertVolume(srPathOf(sr), snapshot, key), null),
+  "Volume.set_name": async ({ sr, key, new_name }) => (await filesr.setVolumeName(srPathOf(sr), key, new_name), null),
+  "Volume.set_description": async ({ sr, key, new_description }) =>
+    (await filesr.setVolumeDescription(srPathOf(sr), key, new_description), null),
+  "Volume.set": async ({ sr, key, k, v }) => (await filesr.setVolumeKey(srPathOf(sr), key, k, v), null),
+  "Volume.unset": async ({ sr, key, k }) => (await filesr.unsetVolumeKey(srPathOf(sr), key, k), null),
+  "Volume.resize": async ({ sr, key, new_size }) => (await filesr.resizeVolume(srPathOf(sr), key, new_size), null),
+  "Volume.stat": async ({ sr, key }) => {
+    const path = srPathOf(sr);
+    return toWireVolume(path, await filesr.statVolume(path, key));
+  },
+  "Volume.compare": async ({ sr, key, key2 }) => filesr.compareVolumes(srPathOf(sr), key, key2),
+  "Volume.similar_content": async ({ sr, key }) => filesr.findSimilarVolumes(srPathOf(sr), key),
+  "Volume.enable_cbt": async ({ sr, key }) => (await filesr.enableCbt(srPathOf(sr), key), null),
+  "Volume.disable_cbt": async ({ sr, key }) => (await filesr.disableCbt(srPathOf(sr), key), null),
+  "Volume.data_destroy": async ({ sr, key }) => (await filesr.destroyVolumeData(srPathOf(sr), key), null),
+  "Volume.list_changed_blocks": async ({ sr, key, key2, offset, length }) =>
+    filesr.listChangedBlocks(srPathOf(sr), key, key2, offset, length),
+});
+
+if (import.meta.main) await runScriptEntry(fileVolumePlugin, process.argv[2] ?? "");
