@@ -1,7 +1,7 @@
 import { StorageError } from "../storage/errors.ts";
 import { type MethodName, interfaceOf, lookupMethod } from "../storage/interface.ts";
 import { parseWireJson } from "../storage/json.ts";
-import { type PluginKind, defaultPluginRoot, scanPluginRoot } from "../storage/registry.ts";
+import { type PluginKind, defaultPluginRoot, scanPluginRoot, srTypeOf } from "../storage/registry.ts";
 import { timeoutOption } from "./plugins.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
 
@@ -34,7 +34,9 @@ export async function run(argv: string[]): Promise<number> {
   const registry = await scanPluginRoot(values.root ?? defaultPluginRoot(), { timeoutMs: timeoutOption(values.timeout) });
   const plugin = registry.find(pluginName, kindFor(method)) ?? registry.find(pluginName);
   if (plugin === undefined) {
-    const skipped = registry.skipped.find((s) => s.dir === pluginName);
+    const lower = pluginName.toLowerCase();
+    // Named the ways `find` accepts, so a skipped plugin says why rather than "no plugin".
+    const skipped = registry.skipped.find((s) => s.dir.toLowerCase() === lower || (s.kind === "volume" && srTypeOf(s.dir) === lower));
     throw new Error(skipped ? `plugin ${pluginName} was skipped: ${skipped.reason}` : `no plugin "${pluginName}" in ${registry.root}`);
   }
   try {

@@ -1,10 +1,11 @@
 // `hangar`: the command line of Hangar. Each command is a module exporting `run(argv)` and its help text.
 import * as call from "./call.ts";
+import * as conformance from "./conformance.ts";
 import * as methods from "./methods.ts";
 import * as plugins from "./plugins.ts";
 import { UsageError } from "./usage.ts";
 
-const COMMANDS = { plugins, call, methods } as const;
+const COMMANDS = { plugins, call, methods, conformance } as const;
 
 const HELP = `hangar — drive SMAPIv3 (xapi-storage) plugins from the command line
 

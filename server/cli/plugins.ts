@@ -26,10 +26,15 @@ export async function run(argv: string[]): Promise<number> {
   return 0;
 }
 
+/** Node timers overflow past 2^31-1 ms and then fire after 1 ms, which would kill every plugin at once. */
+const MAX_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+
 export function timeoutOption(value: string | undefined): number | undefined {
   if (value === undefined) return undefined;
   const seconds = Number(value);
-  if (!(seconds > 0)) throw new UsageError(`--timeout must be a positive number of seconds, got "${value}"`);
+  if (!(seconds > 0 && seconds <= MAX_TIMEOUT_SECONDS)) {
+    throw new UsageError(`--timeout must be a positive number of seconds up to ${MAX_TIMEOUT_SECONDS}, got "${value}"`);
+  }
   return seconds * 1000;
 }
 

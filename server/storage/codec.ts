@@ -3,14 +3,18 @@ import type { z } from "zod";
 import { CALLER_CODES, StorageError } from "./errors.ts";
 import { type MethodName, type Params, type Result, paramsSchema, resultSchema } from "./interface.ts";
 import { parseWireJson, stringifyWireJson } from "./json.ts";
+import { wireTypeName } from "./wire.ts";
 
-/** "volumes[2].virtual_size: expected int64, got "x"" — one line per problem, naming the field. */
-export function describeIssues(error: z.ZodError): string {
+/**
+ * "volumes[2].virtual_size: expected int64, got "x"" — one line per problem, naming the field. `root` names
+ * the value itself (a result's type), so a path that starts with an index still says what it indexes.
+ */
+export function describeIssues(error: z.ZodError, root = ""): string {
   return error.issues
     .map((issue) => {
       const path = issue.path.reduce<string>(
         (acc, part) => (typeof part === "number" ? `${acc}[${part}]` : acc === "" ? String(part) : `${acc}.${String(part)}`),
-        "",
+        root,
       );
       return path === "" ? issue.message : `${path}: ${issue.message}`;
     })
@@ -33,12 +37,14 @@ export function encodeParams<M extends MethodName>(method: M, params: Params<M>)
 
 /** Validates what a plugin returned; the error names the plugin, the method and the field. */
 export function decodeResult<M extends MethodName>(method: M, input: unknown, plugin: string): Result<M> {
-  const parsed = resultSchema(method).safeParse(input);
+  const schema = resultSchema(method);
+  const parsed = schema.safeParse(input);
   if (!parsed.success) {
+    const problems = describeIssues(parsed.error, wireTypeName(schema));
     throw new StorageError(
       CALLER_CODES.invalidResult,
-      [plugin, method, describeIssues(parsed.error)],
-      `plugin ${plugin} returned an invalid result for ${method}: ${describeIssues(parsed.error)}`,
+      [plugin, method, problems],
+      `plugin ${plugin} returned an invalid result for ${method}: ${problems}`,
     );
   }
   return parsed.data;
@@ -46,8 +52,9 @@ export function decodeResult<M extends MethodName>(method: M, input: unknown, pl
 
 /** The wire form of a result, checked against the method's result type before it leaves. */
 export function encodeResult<M extends MethodName>(method: M, result: Result<M>): string {
-  const parsed = resultSchema(method).safeParse(result);
-  if (!parsed.success) throw new Error(`${method} produced an invalid result: ${describeIssues(parsed.error)}`);
+  const schema = resultSchema(method);
+  const parsed = schema.safeParse(result);
+  if (!parsed.success) throw new Error(`${method} produced an invalid result: ${describeIssues(parsed.error, wireTypeName(schema))}`);
   return stringifyWireJson(parsed.data);
 }
 

@@ -26,7 +26,14 @@ export function createExecTransport(dir: string, plugin: string, options: ExecTr
     description: `exec ${dir}`,
     async invoke(method, paramsJson) {
       const script = await findScript(dir, method, plugin);
-      const run = await runScript(script, paramsJson, timeoutMs, maxOutputBytes);
+      let run: ScriptRun;
+      try {
+        run = await runScript(script, paramsJson, timeoutMs, maxOutputBytes);
+      } catch (error) {
+        // e.g. a `#!` line naming an interpreter this host lacks: the script exists but cannot start.
+        const why = `cannot start ${script}: ${(error as Error).message}`;
+        throw new StorageError(CALLER_CODES.scriptFailed, [plugin, method, why], `plugin ${plugin} ${method}: ${why}`);
+      }
       return interpret(run, plugin, method);
     },
   };
@@ -43,7 +50,9 @@ export async function findScript(dir: string, method: string, plugin: string): P
   const wanted = method.toLowerCase();
   const name = entries.includes(method) ? method : entries.find((entry) => entry.toLowerCase() === wanted);
   const path = join(dir, name ?? method);
-  if (name === undefined || !(await stat(path)).isFile()) {
+  // stat follows symlinks (entries are often links to one dispatcher); a dangling one is a missing script.
+  const isFile = name !== undefined && (await stat(path).then((s) => s.isFile(), () => false));
+  if (!isFile) {
     throw new StorageError(CALLER_CODES.scriptMissing, [path], `plugin ${plugin} does not implement ${method} (no script ${path})`);
   }
   try {

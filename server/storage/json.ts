@@ -1,6 +1,9 @@
 // JSON as ocaml-rpc speaks it: integers must survive exactly, so the parser keeps the source text of every
 // number token. JSON.parse alone would silently round 2^53+1 and could not tell `1` from `1.0`.
 
+// JSON.rawJSON (Node 21+) is not in TypeScript's lib yet.
+const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+
 /** A number token written with a fraction or exponent whose value is integral (`1.0`, `1e3`). */
 export class IntegralFloat {
   readonly value: number;
@@ -9,6 +12,11 @@ export class IntegralFloat {
     this.value = value;
     this.source = source;
   }
+
+  /** Written back exactly as received, e.g. when an error's params or a request id are echoed. */
+  toJSON(): unknown {
+    return rawJSON(this.source);
+  }
 }
 
 /** An integer token too large for a double to hold exactly. */
@@ -16,6 +24,10 @@ export class InexactInteger {
   readonly source: string;
   constructor(source: string) {
     this.source = source;
+  }
+
+  toJSON(): unknown {
+    return rawJSON(this.source);
   }
 }
 

@@ -89,7 +89,9 @@ async function listPluginDirs(root: string, kind: PluginKind): Promise<Candidate
   const dirs: Candidate[] = [];
   for (const dir of (await readdir(base)).sort()) {
     const path = join(base, dir);
-    if (!dir.startsWith(".") && (await stat(path)).isDirectory()) dirs.push({ kind, dir, path });
+    // A dangling symlink (a removed plugin package) must not break the scan of the others.
+    const isDirectory = await stat(path).then((s) => s.isDirectory(), () => false);
+    if (!dir.startsWith(".") && isDirectory) dirs.push({ kind, dir, path });
   }
   return dirs;
 }
@@ -113,7 +115,7 @@ async function register(candidate: Candidate, options: ScanOptions): Promise<Reg
   if (!SUPPORTED_API_VERSIONS.includes(query.required_api_version)) {
     return skip(`requires API version ${query.required_api_version}; supported: ${SUPPORTED_API_VERSIONS.join(", ")}`);
   }
-  const type = candidate.kind === "volume" ? srTypeOf(candidate.dir) : candidate.dir;
+  const type = candidate.kind === "volume" ? srTypeOf(candidate.dir) : candidate.dir.toLowerCase();
   const warnings: string[] = [];
   if (candidate.kind === "volume" && query.plugin.toLowerCase() !== type) {
     warnings.push(`Plugin.Query names the plugin "${query.plugin}" but its directory gives SR type "${type}"`);

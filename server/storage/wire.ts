@@ -43,7 +43,7 @@ function integer(wireType: string) {
       const big = BigInt(digits);
       if (big < INT64_MIN || big > INT64_MAX) return fail(`${digits} is out of the ${wireType} range`);
       if (big < BigInt(Number.MIN_SAFE_INTEGER) || big > BigInt(Number.MAX_SAFE_INTEGER)) {
-        return fail(`${digits} cannot be represented exactly (beyond 2^53)`);
+        return fail(`${digits} cannot be represented exactly (beyond ±(2^53 − 1))`);
       }
       return Number(big);
     }),
@@ -59,6 +59,8 @@ export const float = () =>
     z.unknown().transform((value, ctx): number => {
       if (typeof value === "number" && Number.isFinite(value)) return value;
       if (value instanceof IntegralFloat) return value.value;
+      // A float is approximate anyway: an integer token too large for exactness is still a valid float.
+      if (value instanceof InexactInteger) return Number(value.source);
       if (typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value))) return Number(value);
       ctx.addIssue({ code: "custom", message: `expected float, got ${describeInput(value)}` });
       return z.NEVER;
