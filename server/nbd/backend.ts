@@ -15,8 +15,12 @@ export interface ExportBackend {
   /** Size in bytes, a multiple of 512. */
   readonly size: number;
   readonly readOnly: boolean;
-  /** Fills `target` with the bytes at `offset` (target.length bytes, never past size). */
+  /**
+   * Fills `target` with the bytes at `offset` (target.length bytes, never past size).
+   * `target` is only lent: do not touch it after the returned promise settles (the server reuses it).
+   */
   read(offset: number, target: Buffer): Promise<void>;
+  /** `data` is only lent: copy what must outlive the returned promise (the server reuses the buffer). */
   write(offset: number, data: Buffer, options?: { fua?: boolean }): Promise<void>;
   flush(): Promise<void>;
   /** Discards a range: later reads may return zeros. */

@@ -1,0 +1,437 @@
+// One NBD connection on the server: handshake, then pipelined request processing.
+// Requests are started as soon as they are parsed and replies are written as they complete. Read data
+// goes from the backend straight into a pooled buffer, and a reply's header(s) and data leave in one
+// writev. In-flight work is bounded by count and bytes; while the bound is reached we stop parsing, the
+// reader stops consuming the socket and TCP/unix flow control pushes back on the client.
+
+import type { Socket } from "node:net";
+import { STATE_ZERO, type Extent } from "./backend.ts";
+import type { BufferPool } from "./buffer-pool.ts";
+import { negotiate, type ExportCatalog, type Session } from "./negotiation.ts";
+import {
+  CHUNK_HEADER_SIZE,
+  CMD_BLOCK_STATUS,
+  CMD_DISC,
+  CMD_FLAG_DF,
+  CMD_FLAG_FUA,
+  CMD_FLAG_NO_HOLE,
+  CMD_FLAG_REQ_ONE,
+  CMD_FLUSH,
+  CMD_READ,
+  CMD_TRIM,
+  CMD_WRITE,
+  CMD_WRITE_ZEROES,
+  decodeRequestHeader,
+  encodeBlockStatusChunk,
+  encodeErrorChunk,
+  ERRNO,
+  errnoOf,
+  MAX_REQUEST_SIZE,
+  REPLY_FLAG_DONE,
+  REPLY_TYPE_OFFSET_DATA,
+  REPLY_TYPE_OFFSET_HOLE,
+  REQUEST_HEADER_SIZE,
+  SIMPLE_REPLY_HEADER_SIZE,
+  writeChunkHeader,
+  writeSimpleReplyHeader,
+  writeU64,
+  type RequestHeader,
+} from "./protocol.ts";
+import type { SocketReader } from "./socket-reader.ts";
+
+const MAX_IN_FLIGHT_REQUESTS = 128;
+const MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024;
+/** Cap on descriptors in one block-status reply (the client asks again for the rest). */
+const MAX_EXTENTS = 65536;
+/** How long a connection may take to hang up after we half-closed it on shutdown. */
+const SHUTDOWN_GRACE_MS = 2000;
+
+/** Command flags each command may carry (FUA is accepted everywhere, as proto.md requires). */
+const ALLOWED_FLAGS: Record<number, number> = {
+  [CMD_READ]: CMD_FLAG_FUA | CMD_FLAG_DF,
+  [CMD_WRITE]: CMD_FLAG_FUA,
+  [CMD_FLUSH]: CMD_FLAG_FUA,
+  [CMD_TRIM]: CMD_FLAG_FUA,
+  [CMD_WRITE_ZEROES]: CMD_FLAG_FUA | CMD_FLAG_NO_HOLE,
+  [CMD_BLOCK_STATUS]: CMD_FLAG_FUA | CMD_FLAG_REQ_ONE,
+};
+
+/** Buffers of one reply, written together; `data` goes back to the pool once they are out. */
+interface Reply {
+  parts: Buffer[];
+  data: Buffer | null;
+}
+
+class RequestError extends Error {
+  readonly errno: number;
+  constructor(errno: number, message: string) {
+    super(message);
+    this.errno = errno;
+  }
+}
+
+export class NbdConnection {
+  readonly #socket: Socket;
+  readonly #reader: SocketReader;
+  readonly #catalog: ExportCatalog;
+  readonly #pool: BufferPool;
+  #session: Session | null = null;
+  #inFlight = 0;
+  #inFlightBytes = 0;
+  #onRelease: (() => void) | null = null;
+  #resumeParser: (() => void) | null = null;
+  #stopping = false;
+  readonly #closed: Promise<void>;
+
+  /** `socket` must have been adopted with allowHalfOpen: we end our side once in-flight replies are out. */
+  constructor(socket: Socket, reader: SocketReader, catalog: ExportCatalog, pool: BufferPool) {
+    this.#socket = socket;
+    this.#reader = reader;
+    this.#catalog = catalog;
+    this.#pool = pool;
+    socket.setNoDelay(true);
+    this.#closed = new Promise((resolve) => socket.once("close", () => resolve()));
+  }
+
+  /** The export this connection is attached to, once the handshake is over. */
+  get exportName(): string | null {
+    return this.#session?.entry.name ?? null;
+  }
+
+  /** Serves the connection until it closes; never rejects. */
+  async serve(): Promise<void> {
+    try {
+      this.#session = await negotiate(this.#socket, this.#reader, this.#catalog);
+      if (this.#session !== null) await this.#transmit(this.#session);
+    } catch {
+      // Peer went away or broke the protocol: nothing to answer to.
+    }
+    await this.#finish();
+  }
+
+  /**
+   * Graceful stop: requests already received are completed and answered, later ones get ESHUTDOWN,
+   * then the connection is closed.
+   */
+  async shutdown(): Promise<void> {
+    this.#stopping = true;
+    if (this.#session === null) this.#socket.destroy();
+    else this.#endWhenIdle();
+    await this.#closed;
+  }
+
+  /**
+   * Runs the request parser until DISC, a broken stream or the socket closing. The parser is driven
+   * synchronously from socket reads (SocketReader.fill) rather than by awaiting: that way a WRITE's
+   * payload buffer is registered before the next read is issued, and the kernel reads straight into it.
+   */
+  #transmit(session: Session): Promise<void> {
+    return new Promise((resolve) => {
+      const parser = new RequestParser(this.#reader, this.#pool, {
+        admit: () => this.#inFlight < MAX_IN_FLIGHT_REQUESTS && this.#inFlightBytes < MAX_IN_FLIGHT_BYTES,
+        check: (request) => this.#check(session, request),
+        start: (request, payload, problem) => this.#start(session, request, payload, problem),
+        end: (broken) => {
+          if (broken) this.#socket.destroy(); // bad magic: the stream cannot be resynchronised
+          resolve();
+        },
+      });
+      this.#resumeParser = () => parser.pump();
+      parser.pump();
+    });
+  }
+
+  #start(session: Session, request: RequestHeader, payload: Buffer | null, problem: RequestError | null): void {
+    const cost = request.type === CMD_READ || request.type === CMD_WRITE ? request.length : 0;
+    this.#inFlight++;
+    this.#inFlightBytes += cost;
+    if (problem === null && this.#stopping) problem = new RequestError(ERRNO.ESHUTDOWN, "server is shutting down");
+    const reply = problem === null ? this.#execute(session, request, payload) : Promise.reject(problem);
+    reply
+      .catch((error: unknown): Reply => ({ parts: [this.#errorReply(session, request, error)], data: null }))
+      .then(({ parts, data }) => {
+        // The backend is done with the payload once its promise settled (ExportBackend contract).
+        if (payload !== null) this.#pool.give(payload);
+        if (!this.#socket.writable) return this.#release(cost, data);
+        // Header(s) and data leave in one writev.
+        this.#socket.cork();
+        for (let i = 0; i < parts.length - 1; i++) this.#socket.write(parts[i]!);
+        this.#socket.write(parts[parts.length - 1]!, () => this.#release(cost, data));
+        this.#socket.uncork();
+      });
+  }
+
+  /** A reply is out (or dropped): its data buffer can be reused and its slot freed. */
+  #release(cost: number, data: Buffer | null): void {
+    if (data !== null) this.#pool.give(data);
+    this.#inFlight--;
+    this.#inFlightBytes -= cost;
+    const wake = this.#onRelease;
+    this.#onRelease = null;
+    wake?.();
+    this.#resumeParser?.();
+    if (this.#stopping) this.#endWhenIdle();
+  }
+
+  /** Validates a request against proto.md's rules; returns the error to answer with, if any. */
+  #check(session: Session, request: RequestHeader): RequestError | null {
+    const { type, flags, offset, length } = request;
+    const allowed = ALLOWED_FLAGS[type];
+    if (allowed === undefined) return new RequestError(ERRNO.EINVAL, `unknown command ${type}`);
+    if ((flags & ~allowed) !== 0) return new RequestError(ERRNO.EINVAL, `flags 0x${flags.toString(16)} not valid here`);
+    if ((flags & CMD_FLAG_DF) !== 0 && !session.structuredReplies) {
+      return new RequestError(ERRNO.EINVAL, "DF needs structured replies");
+    }
+    const backend = session.entry.backend;
+    const writes = type === CMD_WRITE || type === CMD_TRIM || type === CMD_WRITE_ZEROES;
+    if (writes && backend.readOnly) return new RequestError(ERRNO.EPERM, "export is read-only");
+    if (type === CMD_FLUSH) return null;
+    if (type === CMD_BLOCK_STATUS && session.baseAllocationId === null) {
+      return new RequestError(ERRNO.EINVAL, "no metadata context negotiated");
+    }
+    if ((type === CMD_READ || type === CMD_WRITE) && length > MAX_REQUEST_SIZE) {
+      return new RequestError(ERRNO.EINVAL, `request of ${length} bytes exceeds ${MAX_REQUEST_SIZE}`);
+    }
+    if (length === 0) return new RequestError(ERRNO.EINVAL, "zero-length request");
+    if (offset > backend.size || length > backend.size - offset) {
+      // proto.md: ENOSPC for writes past the end, EINVAL for everything else.
+      const errno = type === CMD_WRITE || type === CMD_WRITE_ZEROES ? ERRNO.ENOSPC : ERRNO.EINVAL;
+      return new RequestError(errno, `range ${offset}+${length} is beyond the export size ${backend.size}`);
+    }
+    return null;
+  }
+
+  async #execute(session: Session, request: RequestHeader, payload: Buffer | null): Promise<Reply> {
+    const backend = session.entry.backend;
+    const { offset, length, flags } = request;
+    const fua = (flags & CMD_FLAG_FUA) !== 0;
+    switch (request.type) {
+      case CMD_READ:
+        return session.structuredReplies ? this.#readChunks(session, request) : this.#readSimple(session, request);
+      case CMD_WRITE:
+        await backend.write(offset, payload!, { fua });
+        break;
+      case CMD_FLUSH:
+        await backend.flush();
+        break;
+      case CMD_TRIM:
+        await backend.trim(offset, length);
+        if (fua) await backend.flush();
+        break;
+      case CMD_WRITE_ZEROES:
+        await backend.writeZeroes(offset, length, { noHole: (flags & CMD_FLAG_NO_HOLE) !== 0, fua });
+        break;
+      case CMD_BLOCK_STATUS: {
+        let extents = clampExtents(await backend.blockStatus(offset, length), length);
+        if ((flags & CMD_FLAG_REQ_ONE) !== 0) extents = extents.slice(0, 1);
+        if (extents.length === 0) extents = [{ length, flags: 0 }];
+        return { parts: [encodeBlockStatusChunk(request.handleHigh, request.handleLow, session.baseAllocationId!, extents)], data: null };
+      }
+    }
+    return { parts: [simpleReply(request, 0)], data: null };
+  }
+
+  async #readSimple(session: Session, request: RequestHeader): Promise<Reply> {
+    const data = this.#pool.take(request.length);
+    try {
+      await session.entry.backend.read(request.offset, data);
+    } catch (error) {
+      this.#pool.give(data);
+      throw error;
+    }
+    return { parts: [simpleReply(request, 0), data], data };
+  }
+
+  /**
+   * Structured read: OFFSET_HOLE chunks where the backend says the range reads as zeros, OFFSET_DATA
+   * elsewhere. All data is read into one pooled buffer the size of the request; chunks point into it.
+   */
+  async #readChunks(session: Session, request: RequestHeader): Promise<Reply> {
+    const backend = session.entry.backend;
+    const { offset, length, handleHigh, handleLow } = request;
+    const segments = (request.flags & CMD_FLAG_DF) !== 0 ? [{ length, zero: false }] : await readSegments(session, request);
+    const data = this.#pool.take(length);
+    const parts: Buffer[] = [];
+    const reads: Promise<void>[] = [];
+    let at = 0;
+    segments.forEach((segment, i) => {
+      const flags = i === segments.length - 1 ? REPLY_FLAG_DONE : 0;
+      if (segment.zero) {
+        const chunk = Buffer.allocUnsafe(CHUNK_HEADER_SIZE + 12);
+        writeChunkHeader(chunk, 0, flags, REPLY_TYPE_OFFSET_HOLE, handleHigh, handleLow, 12);
+        writeU64(chunk, offset + at, CHUNK_HEADER_SIZE);
+        chunk.writeUInt32BE(segment.length, CHUNK_HEADER_SIZE + 8);
+        parts.push(chunk);
+      } else {
+        const header = Buffer.allocUnsafe(CHUNK_HEADER_SIZE + 8);
+        writeChunkHeader(header, 0, flags, REPLY_TYPE_OFFSET_DATA, handleHigh, handleLow, 8 + segment.length);
+        writeU64(header, offset + at, CHUNK_HEADER_SIZE);
+        const slice = data.subarray(at, at + segment.length);
+        parts.push(header, slice);
+        reads.push(backend.read(offset + at, slice));
+      }
+      at += segment.length;
+    });
+    // Wait for every read before deciding: a failed one must not free the buffer under the others.
+    const failure = (await Promise.allSettled(reads)).find((result) => result.status === "rejected");
+    if (failure !== undefined) {
+      this.#pool.give(data);
+      throw failure.reason;
+    }
+    return { parts, data };
+  }
+
+  #errorReply(session: Session, request: RequestHeader, error: unknown): Buffer {
+    const errno = error instanceof RequestError ? error.errno : errnoOf(error);
+    if (!session.structuredReplies) return simpleReply(request, errno);
+    const message = error instanceof Error ? error.message : String(error);
+    return encodeErrorChunk(request.handleHigh, request.handleLow, errno, message);
+  }
+
+  #endWhenIdle(): void {
+    if (this.#inFlight > 0 || this.#socket.writableEnded) return;
+    this.#socket.end();
+    setTimeout(() => this.#socket.destroy(), SHUTDOWN_GRACE_MS).unref();
+  }
+
+  /** After DISC, EOF or an error: let in-flight requests finish (proto.md), then close. */
+  async #finish(): Promise<void> {
+    this.#resumeParser = null;
+    while (this.#inFlight > 0) await new Promise<void>((resolve) => (this.#onRelease = resolve));
+    this.#socket.destroySoon(); // flushes queued replies, then closes
+    await this.#closed;
+  }
+}
+
+function simpleReply(request: RequestHeader, errno: number): Buffer {
+  const out = Buffer.allocUnsafe(SIMPLE_REPLY_HEADER_SIZE);
+  writeSimpleReplyHeader(out, 0, errno, request.handleHigh, request.handleLow);
+  return out;
+}
+
+/** Backend extents cut to the request: no empty extents, equal neighbours merged, total ≤ length. */
+function clampExtents(extents: readonly Extent[], length: number): Extent[] {
+  const out: Extent[] = [];
+  let covered = 0;
+  for (const extent of extents) {
+    if (covered >= length || out.length >= MAX_EXTENTS) break;
+    if (!(extent.length > 0)) continue;
+    const size = Math.min(Math.floor(extent.length), length - covered);
+    const flags = extent.flags & 3; // base:allocation defines two bits; the rest SHOULD be zero
+    const last = out[out.length - 1];
+    if (last !== undefined && last.flags === flags) last.length += size;
+    else out.push({ length: size, flags });
+    covered += size;
+  }
+  return out;
+}
+
+/** Splits a read into runs that read as zeros and runs that need data; backend errors mean "all data". */
+async function readSegments(session: Session, request: RequestHeader): Promise<{ length: number; zero: boolean }[]> {
+  let extents: Extent[];
+  try {
+    extents = clampExtents(await session.entry.backend.blockStatus(request.offset, request.length), request.length);
+  } catch {
+    extents = [];
+  }
+  const segments: { length: number; zero: boolean }[] = [];
+  let covered = 0;
+  for (const extent of extents) {
+    const zero = (extent.flags & STATE_ZERO) !== 0;
+    const last = segments[segments.length - 1];
+    if (last !== undefined && last.zero === zero) last.length += extent.length;
+    else segments.push({ length: extent.length, zero });
+    covered += extent.length;
+  }
+  // Whatever the backend did not describe is read as data.
+  if (covered < request.length) {
+    const last = segments[segments.length - 1];
+    if (last !== undefined && !last.zero) last.length += request.length - covered;
+    else segments.push({ length: request.length - covered, zero: false });
+  }
+  return segments;
+}
+
+interface ParserHooks {
+  /** Whether another request may start (in-flight bound). */
+  admit(): boolean;
+  check(request: RequestHeader): RequestError | null;
+  start(request: RequestHeader, payload: Buffer | null, problem: RequestError | null): void;
+  /** Transmission is over: DISC, the socket closed, or (`broken`) a request header was garbage. */
+  end(broken: boolean): void;
+}
+
+/** Request framing as a state machine: header, then (for WRITE) payload, then start the request. */
+class RequestParser {
+  readonly #reader: SocketReader;
+  readonly #pool: BufferPool;
+  readonly #hooks: ParserHooks;
+  readonly #header = Buffer.allocUnsafe(REQUEST_HEADER_SIZE);
+  #state: "idle" | "header" | "payload" | "done" = "idle";
+  #request: RequestHeader | null = null;
+  #payload: Buffer | null = null;
+  #problem: RequestError | null = null;
+
+  constructor(reader: SocketReader, pool: BufferPool, hooks: ParserHooks) {
+    this.#reader = reader;
+    this.#pool = pool;
+    this.#hooks = hooks;
+  }
+
+  /** Parses and starts as many requests as are available and admitted; safe to call any time. */
+  pump(): void {
+    while (this.#state === "idle" && this.#hooks.admit()) {
+      this.#state = "header";
+      if (!this.#reader.fill(this.#header, this.#onHeader, this.#onFailed)) return;
+      if (!this.#parseHeader()) return;
+    }
+  }
+
+  readonly #onHeader = (): void => {
+    if (this.#parseHeader()) this.pump();
+  };
+
+  readonly #onPayload = (): void => {
+    this.#dispatch();
+    this.pump();
+  };
+
+  readonly #onFailed = (): void => this.#finish(false);
+
+  /** Returns true when the request was started and parsing can go on synchronously. */
+  #parseHeader(): boolean {
+    const request = decodeRequestHeader(this.#header);
+    if (request === null || request.type === CMD_DISC) {
+      this.#finish(request === null);
+      return false;
+    }
+    this.#request = request;
+    this.#problem = this.#hooks.check(request);
+    if (request.type === CMD_WRITE) {
+      this.#state = "payload";
+      if (this.#problem === null) {
+        this.#payload = this.#pool.take(request.length);
+        if (!this.#reader.fill(this.#payload, this.#onPayload, this.#onFailed)) return false;
+      } else if (!this.#reader.skip(request.length, this.#onPayload, this.#onFailed)) {
+        return false;
+      }
+    }
+    this.#dispatch();
+    return true;
+  }
+
+  #dispatch(): void {
+    const request = this.#request!;
+    const payload = this.#payload;
+    const problem = this.#problem;
+    this.#request = this.#payload = this.#problem = null;
+    this.#state = "idle";
+    this.#hooks.start(request, payload, problem);
+  }
+
+  #finish(broken: boolean): void {
+    if (this.#state === "done") return;
+    this.#state = "done";
+    this.#hooks.end(broken);
+  }
+}
