@@ -163,7 +163,8 @@ describe("bin/hangar", { concurrency: 3 }, () => {
         await hangar(["call", "scratch", "SR.create", JSON.stringify({ uuid: "sr-1", configuration: { path: srDir }, name: "CLI SR", description: "made by a test" })]),
       );
       assert.deepEqual(created, { path: srDir, uuid: "sr-1" });
-      const sr = `file://${srDir}`;
+      const sr = json(await hangar(["call", "scratch", "SR.attach", JSON.stringify({ configuration: { path: srDir } })])) as string;
+      assert.equal(sr, `file://${srDir}`);
       const volume = json(
         await hangar(["call", "org.example.storage.scratch", "Volume.create", JSON.stringify({ sr, name: "disk", description: "", size: 4194304, sharable: false })]),
       ) as { key: string; virtual_size: number; uri: string[]; read_write: boolean };

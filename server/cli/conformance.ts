@@ -14,7 +14,7 @@ set/unset, snapshot, clone, resize, compare, revert, copy, CBT, errors), and wit
 datapath states, the data written through them, and Data.copy / Data.mirror to an NBD target.
 Checks of features the plugins do not declare are skipped, saying which feature is missing.
 Each check prints as it ends (✓ passed, ✗ failed — reason, - skipped), then "N passed, N failed,
-N skipped". The exit status is 1 when a check failed.
+N skipped". The exit status is 1 when a check failed (130 when interrupted).
 
 The SR is created from --config; without it, a fresh temporary directory is given to a plugin whose
 configuration has a path, uri or file-uri key. Everything created is destroyed at the end, even after
@@ -59,14 +59,19 @@ export async function run(argv: string[]): Promise<number> {
   };
   process.once("SIGINT", onSigint);
   try {
-    if (!json) process.stdout.write(`Conformance of ${plugin}${values.datapath === undefined ? "" : ` with datapath ${values.datapath}`} in ${root}\n`);
+    const header = `Conformance of ${plugin}${values.datapath === undefined ? "" : ` with datapath ${values.datapath}`} in ${root}\n`;
+    let started = false;
     const report = await runConformance(
       { root, plugin, datapath: values.datapath, configuration, timeoutMs: timeoutOption(values.timeout), signal: interrupt.signal },
       (result) => {
-        if (!json) process.stdout.write(`${formatResult(result)}\n`);
+        if (json) return;
+        // The header waits for the first result: a plugin that cannot be found is an error, not a run.
+        process.stdout.write(`${started ? "" : header}${formatResult(result)}\n`);
+        started = true;
       },
     );
     process.stdout.write(json ? `${JSON.stringify({ ...report, summary: formatSummary(report) }, null, 2)}\n` : `${formatSummary(report)}\n`);
+    if (interrupt.signal.aborted) return 130;
     return report.failed > 0 ? 1 : 0;
   } finally {
     process.off("SIGINT", onSigint);

@@ -13,7 +13,7 @@ Usage: hangar <command> [options]
 
 Commands:
 ${Object.entries(COMMANDS)
-  .map(([name, command]) => `  ${name.padEnd(10)}${command.summary}`)
+  .map(([name, command]) => `  ${name.padEnd(13)}${command.summary}`)
   .join("\n")}
 
 Run "hangar <command> --help" for the options of a command.

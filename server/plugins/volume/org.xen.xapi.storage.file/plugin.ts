@@ -159,7 +159,12 @@ export const fileVolumePlugin: PluginImplementation = mapErrors<PluginImplementa
     forgetAttached(info.uuid);
     return null;
   },
-  "SR.stat": async ({ sr }) => toWireStat(await filesr.statSr(srPathOf(sr))),
+  "SR.stat": async ({ sr }) => {
+    const path = srPathOf(sr);
+    // As real plugins do (nfs-ng): a detached SR answers nothing but attach, probe and destroy's error.
+    if (!(await filesr.openSr(path)).attached) throw storageErrors.srNotAttached(sr);
+    return toWireStat(await filesr.statSr(path));
+  },
   "SR.set_name": async ({ sr, new_name }) => (await filesr.setSrName(srPathOf(sr), new_name), null),
   "SR.set_description": async ({ sr, new_description }) => (await filesr.setSrDescription(srPathOf(sr), new_description), null),
   "SR.ls": async ({ sr }) => {

@@ -1,0 +1,159 @@
+import assert from "node:assert/strict";
+import { resolve } from "node:path";
+import { describe, test } from "node:test";
+import type { CheckResult } from "./check.ts";
+import { dataChecks } from "./checks/data.ts";
+import { datapathChecks } from "./checks/datapath.ts";
+import { CHECKS } from "./checks/index.ts";
+import { pluginChecks } from "./checks/plugin.ts";
+import { BROKEN_PLUGIN_DIR, startBrokenPluginRoot } from "./fixtures/broken-plugin.ts";
+import { startNbdDatapathRoot } from "./fixtures/nbd-datapath.ts";
+import { runConformance } from "./runner.ts";
+import { srConfiguration } from "./sr-config.ts";
+import { assertConsistent, runHangar, runPrinted } from "./testing.ts";
+
+const fixtureRoot = resolve(import.meta.dirname, "../storage/fixtures/python-root");
+const TIMEOUT_MS = 300_000;
+
+
+/** The volume checks that need data and nothing scratch lacks. */
+const SNAPSHOT_DATA_CHECKS = [
+  "a snapshot keeps the data its volume had when it was taken",
+  "Volume.snapshot of a volume active on this host keeps the data written so far",
+];
+
+/** Everything scratch + loop implement. */
+const SCRATCH_PASSES = [
+  "volume plugin: Plugin.query answers a supported required_api_version",
+  "volume plugin: Plugin.query features are known feature strings",
+  "volume plugin: Plugin.ls answers a list of SRs",
+  "volume plugin: Plugin.diagnostics answers a string",
+  "datapath plugin: Plugin.query answers a supported required_api_version",
+  "datapath plugin: Plugin.query features are known feature strings",
+  "datapath plugin: Plugin.ls answers a list of SRs",
+  "datapath plugin: Plugin.diagnostics answers a string",
+  "SR.probe answers probe results for the configuration",
+  "SR.create answers a configuration that SR.attach accepts",
+  "SR.attach twice answers the same SR",
+  "SR.stat: the uuid, name and description given to SR.create, free ≤ total, Healthy",
+  "Volume.create: at least the size asked, read-write, the name and description given, a URI",
+  "Volume.stat answers what Volume.create answered",
+  "Volume.snapshot: a read-only volume with the name, description and size of its volume",
+  "Volume.stat of a destroyed volume fails with Volume_does_not_exist",
+  "Volume.stat of an unknown key fails with Volume_does_not_exist",
+  "Datapath.attach answers implementations, the same when called twice",
+  "Datapath.activate twice succeeds",
+  "data written through the datapath reads back after deactivate, detach, close and a new open",
+  "Datapath.deactivate, Datapath.detach twice and Datapath.close succeed",
+  ...SNAPSHOT_DATA_CHECKS,
+  "SR.detach twice succeeds",
+];
+
+/** A sample of skips, each naming what scratch + loop lack. */
+const SCRATCH_SKIPS: Record<string, string> = {
+  "SR.ls of a new SR is empty": "no SR_SCAN",
+  "Volume.set and Volume.unset keep keys and values byte-exact": "Volume.set not implemented",
+  "Volume.clone: a writable volume with the name, description and size of its volume": "no VDI_CLONE",
+  "Volume.resize refuses to shrink": "no VDI_RESIZE",
+  "Volume.list_changed_blocks between two CBT snapshots marks the written areas": "no VDI_CONFIG_CBT",
+  "Datapath.activate_readonly allows reads and refuses writes": "no VDI_ACTIVATE_READONLY",
+  "Data.copy copies the listed blocks to an NBD target, with progress in Data.stat": "the datapath plugin implements no Data.*",
+  "SR.destroy of a detached SR fails with Sr_not_attached": "no SR_DELETE",
+};
+
+/** The python fixtures follow the spec in everything they declare: the suite must report no failure. */
+function assertNoFailures(results: readonly Pick<CheckResult, "name" | "status" | "reason">[]): void {
+  const failed = results.filter((r) => r.status === "failed").map((r) => `${r.name} — ${r.reason}`);
+  assert.deepEqual(failed, []);
+}
+
+describe("hangar conformance", { concurrency: true, timeout: TIMEOUT_MS }, () => {
+  test("scratch with the loop datapath (in process): what they implement passes, the rest is skipped with the reason", async () => {
+    const seen: CheckResult[] = [];
+    const report = await runConformance({ root: fixtureRoot, plugin: "scratch", datapath: "loop" }, (result) => seen.push(result));
+    assert.deepEqual(seen, report.results, "each result is reported as it ends");
+    assert.deepEqual(report.results.map((r) => r.name), CHECKS.map((c) => c.name), "every check reports once, in order, and the clean-up found nothing left");
+    const byName = new Map(report.results.map((r) => [r.name, r]));
+    for (const name of SCRATCH_PASSES) assert.equal(byName.get(name)?.status, "passed", `${name}: ${byName.get(name)?.reason}`);
+    for (const [name, reason] of Object.entries(SCRATCH_SKIPS)) assert.deepEqual([byName.get(name)?.status, byName.get(name)?.reason], ["skipped", reason], name);
+    assertNoFailures(report.results);
+    assert.equal(report.passed + report.failed + report.skipped, CHECKS.length);
+  });
+
+  test("with a datapath that serves NBD and implements Data.*, every datapath and Data check runs and passes", async () => {
+    const fixture = await startNbdDatapathRoot();
+    try {
+      const report = await runConformance({ root: fixture.root, plugin: "scratch", datapath: "loop" });
+      const byName = new Map(report.results.map((r) => [r.name, r]));
+      const expected = [...[...pluginChecks("datapath"), ...datapathChecks, ...dataChecks].map((c) => c.name), ...SNAPSHOT_DATA_CHECKS];
+      for (const name of expected) {
+        assert.equal(byName.get(name)?.status, "passed", `${name}: ${byName.get(name)?.reason}`);
+      }
+      assert.deepEqual(report.results.filter((r) => r.status === "failed").map((r) => r.name), []);
+    } finally {
+      await fixture.close();
+    }
+  });
+
+  test("bin/hangar conformance scratch --datapath loop prints a line per check, then the counts; nothing is left behind", async (t) => {
+    const run = await runPrinted(t, ["--root", fixtureRoot, "scratch", "--datapath", "loop"]);
+    assert.match(run.header, /^Conformance of scratch with datapath loop in /);
+    assert.deepEqual(run.results.map((r) => r.name), CHECKS.map((c) => c.name));
+    assertConsistent(run);
+    assertNoFailures(run.results);
+    assert.equal(run.code, 0);
+    assert.ok(run.counts.passed >= SCRATCH_PASSES.length, `${run.counts.passed} passed`);
+  });
+
+  test("a plugin that breaks two rules: both are reported, the rest passes or is skipped, and the exit status is 1", async (t) => {
+    const broken = await startBrokenPluginRoot();
+    t.after(() => broken.close());
+    const run = await runPrinted(t, ["--root", broken.root, "broken"]);
+    assertConsistent(run);
+    assert.equal(run.code, 1);
+    assert.deepEqual(
+      run.results.filter((r) => r.status === "failed").map((r) => [r.name, r.reason]),
+      [
+        ["Volume.set and Volume.unset keep keys and values byte-exact", 'keys after Volume.set.newlines: expected "line 1\\nline 2\\r\\nline 3\\n", got "line 1\\nline 2\\r\\nline 3"'],
+        ["SR.destroy of a detached SR fails with Sr_not_attached", "SR.destroy of a detached SR succeeded (answered null); expected Sr_not_attached"],
+      ],
+    );
+    const passed = run.results.filter((r) => r.status === "passed").map((r) => r.name);
+    for (const name of ["SR.set_name and SR.set_description show in SR.stat", "SR.ls lists a new volume", "SR.stat, SR.ls and Volume.create fail on a detached SR"]) {
+      assert.ok(passed.includes(name), `${name} passes`);
+    }
+  });
+
+  test("--json prints one report with the same counts", async (t) => {
+    const broken = await startBrokenPluginRoot();
+    t.after(() => broken.close());
+    const run = await runHangar(t, ["conformance", "--root", broken.root, "broken", "--json"]);
+    const report = JSON.parse(run.stdout) as { plugin: string; passed: number; failed: number; skipped: number; summary: string; results: CheckResult[] };
+    assert.equal(run.code, 1);
+    assert.deepEqual(run.leftovers, []);
+    assert.equal(report.plugin, BROKEN_PLUGIN_DIR);
+    assert.equal(report.failed, 2);
+    assert.equal(report.results.length, CHECKS.length);
+    assert.equal(report.summary, `${report.passed} passed, 2 failed, ${report.skipped} skipped`);
+  });
+
+  test("a plugin the registry skips fails its registration check; every other check is skipped", async () => {
+    const report = await runConformance({ root: fixtureRoot, plugin: "ancient" });
+    const [first, ...rest] = report.results;
+    assert.equal(first?.name, "volume plugin org.example.storage.ancient: Plugin.Query registers it");
+    assert.equal(first?.status, "failed");
+    assert.match(first?.reason ?? "", /requires API version 2\.0/);
+    assert.ok(rest.every((r) => r.status === "skipped" && r.reason === "volume plugin not registered"));
+    await assert.rejects(runConformance({ root: fixtureRoot, plugin: "nonesuch" }), /no volume plugin "nonesuch"/);
+  });
+});
+
+describe("SR configuration", () => {
+  test("--config wins; otherwise path, uri and file-uri get the suite's directory", () => {
+    assert.deepEqual(srConfiguration({ path: "dir" }, { device: "/dev/sdb" }, "/tmp/x"), { device: "/dev/sdb" });
+    assert.deepEqual(srConfiguration({ path: "dir", uri: "where" }, undefined, "/tmp/a b"), { path: "/tmp/a b", uri: "file:///tmp/a%20b" });
+    assert.deepEqual(srConfiguration({ "file-uri": "where", mountopts: "optional" }, {}, "/tmp/x"), { "file-uri": "file:///tmp/x" });
+    assert.deepEqual(srConfiguration({}, undefined, "/tmp/x"), {});
+    assert.throws(() => srConfiguration({ target: "iSCSI target", lun: "LUN" }, undefined, "/tmp/x"), /needs target, lun: pass them with --config/);
+  });
+});
