@@ -54,21 +54,21 @@ test("runs Plugin.diagnostics on demand and shows its output", async ({ page }) 
   const output = scratch.getByRole("region", { name: "Diagnostics output for Scratch SR" });
   await expect(output).toHaveCount(0);
 
-  await scratch.getByRole("button", { name: "Run diagnostics for scratch" }).click();
+  await scratch.getByRole("button", { name: "Run diagnostics for Scratch SR" }).click();
   await expect(output).toHaveText(/^scratch plugin: python \d+\.\d+, no SRs tracked$/);
   await expect(scratch.getByRole("status")).toContainText("Plugin.diagnostics ran at");
 
   // Each plugin runs its own: the loop card is untouched until asked.
   const loop = page.getByRole("article", { name: "Loop datapath" });
   await expect(loop.getByRole("region", { name: "Diagnostics output for Loop datapath" })).toHaveCount(0);
-  await loop.getByRole("button", { name: "Run diagnostics for loop" }).click();
+  await loop.getByRole("button", { name: "Run diagnostics for Loop datapath" }).click();
   await expect(loop.getByRole("region", { name: "Diagnostics output for Loop datapath" })).toHaveText("loop datapath: stateless");
 });
 
 test("every control has an accessible name", async ({ page }) => {
   await expect(page.getByRole("article", { name: "Scratch SR" })).toBeVisible();
   const tree = await page.locator("body").ariaSnapshot();
-  expect(tree).toMatch(/- button "Run diagnostics for scratch"/);
+  expect(tree).toMatch(/- button "Run diagnostics for Scratch SR"/);
   // An unnamed control shows up in the snapshot as a bare role with no quoted name after it.
   expect(tree).not.toMatch(/- (button|link|textbox|checkbox|combobox)(:|$| \[)/m);
 });

@@ -29,7 +29,7 @@ export function PluginDiagnostics({ plugin }: { plugin: Pick<TRegisteredPlugin, 
         <p role="status" className="text-xs text-zinc-500 dark:text-zinc-400">
           {statusText(requested, diagnostics.isFetching, diagnostics.isError, diagnostics.dataUpdatedAt)}
         </p>
-        <Button variant="secondary" size="sm" aria-label={`Run diagnostics for ${plugin.type}`} aria-busy={diagnostics.isFetching} onClick={run}>
+        <Button variant="secondary" size="sm" aria-label={`Run diagnostics for ${plugin.name}`} aria-busy={diagnostics.isFetching} onClick={run}>
           {diagnostics.isFetching ? <Spinner /> : null}
           Run diagnostics
         </Button>
