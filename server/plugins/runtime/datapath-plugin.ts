@@ -129,6 +129,8 @@ export function createDatapathPlugin(
         await filesr.clearActivation(volume.srPath, volume.key, { host: hostUuid(), domain });
         const record = readRecord(scheme, uri);
         if (record !== undefined) await hooks.deactivated?.(volume, record);
+        // Chains of an active volume are never merged: now they may be.
+        filesr.startGarbageCollector(volume.srPath);
         return null;
       }),
     "Datapath.detach": async ({ uri, domain }) => {

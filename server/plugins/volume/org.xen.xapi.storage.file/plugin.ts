@@ -92,6 +92,14 @@ async function diagnostics(): Promise<string> {
   return lines.join("\n");
 }
 
+/** Runs a change that may leave layers to free or merge, then lets the background collector keep chains short. */
+async function collectingGarbage(sr: string, change: (path: string) => Promise<void>): Promise<null> {
+  const path = srPathOf(sr);
+  await change(path);
+  filesr.startGarbageCollector(path);
+  return null;
+}
+
 async function probe(configuration: Record<string, string>): Promise<ProbeResult[]> {
   if (configuration.path === undefined && configuration.uri === undefined) {
     return [{ configuration, complete: false, extra_info: { hint: "set path to a directory to look for SRs in" } }];
@@ -188,14 +196,8 @@ export const fileVolumePlugin: PluginImplementation = mapErrors<PluginImplementa
     const dest = srPathOf(dest_sr);
     return toWireVolume(dest, await filesr.copyVolume(srPathOf(sr), key, dest));
   },
-  "Volume.destroy": async ({ sr, key }) => {
-    const path = srPathOf(sr);
-    await filesr.destroyVolume(path, key);
-    // Freed or mergeable layers are dealt with in the background so chains stay short.
-    filesr.startGarbageCollector(path);
-    return null;
-  },
-  "Volume.revert": async ({ sr, snapshot, key }) => (await filesr.revertVolume(srPathOf(sr), snapshot, key), null),
+  "Volume.destroy": async ({ sr, key }) => collectingGarbage(sr, (path) => filesr.destroyVolume(path, key)),
+  "Volume.revert": async ({ sr, snapshot, key }) => collectingGarbage(sr, (path) => filesr.revertVolume(path, snapshot, key)),
   "Volume.set_name": async ({ sr, key, new_name }) => (await filesr.setVolumeName(srPathOf(sr), key, new_name), null),
   "Volume.set_description": async ({ sr, key, new_description }) =>
     (await filesr.setVolumeDescription(srPathOf(sr), key, new_description), null),
@@ -210,7 +212,7 @@ export const fileVolumePlugin: PluginImplementation = mapErrors<PluginImplementa
   "Volume.similar_content": async ({ sr, key }) => filesr.findSimilarVolumes(srPathOf(sr), key),
   "Volume.enable_cbt": async ({ sr, key }) => (await filesr.enableCbt(srPathOf(sr), key), null),
   "Volume.disable_cbt": async ({ sr, key }) => (await filesr.disableCbt(srPathOf(sr), key), null),
-  "Volume.data_destroy": async ({ sr, key }) => (await filesr.destroyVolumeData(srPathOf(sr), key), null),
+  "Volume.data_destroy": async ({ sr, key }) => collectingGarbage(sr, (path) => filesr.destroyVolumeData(path, key)),
   "Volume.list_changed_blocks": async ({ sr, key, key2, offset, length }) =>
     filesr.listChangedBlocks(srPathOf(sr), key, key2, offset, length),
 });
