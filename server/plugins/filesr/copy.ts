@@ -12,7 +12,8 @@ import { fdatasync, writeFull } from "./file-io.ts";
 
 const CHUNK = 4 * 1024 * 1024;
 
-export async function copyVolume(srPath: string, key: string, destSrPath: string): Promise<Volume> {
+/** `readOnly` makes the copy a snapshot by copy (for volumes written through their raw file). */
+export async function copyVolume(srPath: string, key: string, destSrPath: string, options: { readOnly?: boolean } = {}): Promise<Volume> {
   const sourceConn = connectSr(srPath, { attached: true });
   const origin = requireVolume(sourceConn, key);
   const source = await openVolumeData(srPath, key, { readOnly: true });
@@ -55,7 +56,7 @@ export async function copyVolume(srPath: string, key: string, destSrPath: string
         return insertVolume(dest, {
           name: origin.name,
           description: origin.description,
-          read_write: 1,
+          read_write: options.readOnly ? 0 : 1,
           sharable: origin.sharable,
           size: source.size,
           top_layer: layer.id,

@@ -273,9 +273,14 @@ test("materializeFlatFile gives a raw file with the whole volume; writes to it a
   assert.ok(snapContent.subarray(0, 10).equals(expected.subarray(0, 10)));
   assert.ok(snapContent.subarray(20).equals(expected.subarray(20)));
   assert.ok(snapContent.subarray(10, 20).equals(pattern(1, MiB).subarray(10, 20)));
-  // The raw file's volume cannot be snapshotted while a datapath has it activated read-write without NBD.
+  // While its raw file is activated read-write, a snapshot is a read-only copy of the file's content.
   await recordActivation(sr, key, { host: "h", domain: "1", mode: "rw" });
-  await assert.rejects(snapshotVolume(sr, key, { host: "h" }), rejectsWith("Invalid", "raw_file_in_use"));
+  const copied = await snapshotVolume(sr, key, { host: "h" });
+  assert.equal(copied.read_write, false);
+  assert.ok((await readAt(sr, copied.key, 0, 4 * MiB)).equals(await readAt(sr, key, 0, 4 * MiB)));
+  const clone = await cloneVolume(sr, key, { host: "h" });
+  assert.equal(clone.read_write, true);
+  assert.equal((await readAt(sr, clone.key, 3 * MiB, 9)).toString(), "raw write");
   await clearActivation(sr, key, { host: "h", domain: "1" });
   const later = await snapshotVolume(sr, key);
   assert.equal((await readAt(sr, later.key, 3 * MiB, 9)).toString(), "raw write");

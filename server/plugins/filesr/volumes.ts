@@ -11,6 +11,7 @@ import { cancelMergesOf, deleteUnreferencedLayers, growthFill, insertLayer, requ
 import { liveHandles, withWritersPaused } from "./handles.ts";
 import { insertVolume, requireVolume, selectVolume, selectVolumes, validateText, type Volume } from "./volume-records.ts";
 import { activatedElsewhere, invalid } from "./errors.ts";
+import { copyVolume } from "./copy.ts";
 import { localHostId } from "./liveness.ts";
 
 function validateSize(size: unknown): number {
@@ -87,7 +88,9 @@ async function branch(srPath: string, key: string, kind: "snapshot" | "clone", h
     statement(conn, "SELECT 1 FROM activations WHERE volume = ? AND mode = 'rw'").get(volume.id) !== undefined &&
     liveHandles(conn, "volume = ? AND purpose = 'write'", volume.id).length === 0;
   if (volume.read_write && rawWriter) {
-    throw invalid("raw_file_in_use", `volume ${key} is written through its raw file (file datapath); deactivate it to ${kind} it`);
+    // Nothing can pause a writer of the raw file: freeze its content by copying it, as xapi's simple-file
+    // plugin does. Costs a read of the whole volume instead of a metadata change.
+    return copyVolume(srPath, key, srPath, { readOnly: kind === "snapshot" });
   }
   const id = await withWritersPaused(conn, volume.id, () => {
     const current = requireVolume(conn, key);
