@@ -95,6 +95,9 @@ def main():
                         data, fds = b"", []
                     for fd in fds:
                         if is_connected_stream_socket(fd):
+                            # Callers (an OCaml toolstack) pass blocking sockets; libuv would then block
+                            # Node's main thread in read(). The flag lives on the shared file description.
+                            os.set_blocking(fd, False)
                             socket.send_fds(channel, [HANDLE_MESSAGE], [fd])
                         else:
                             log(f"refused fd {fd}: not a connected stream socket")

@@ -19,16 +19,24 @@ function readBootId(): string {
   }
 }
 
-/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or null when the pid is gone. */
+/**
+ * Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), or null when the pid is gone or a
+ * zombie: a killed process stays a zombie until whoever inherited it reaps it, which may take forever.
+ */
 function readPidStart(pid: number): string | null {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
     // The command name (field 2) may hold spaces and parentheses: count fields after its closing ")".
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return fields[19] ?? null;
+    return fields[0] === "Z" ? null : (fields[19] ?? null);
   } catch {
     return null;
   }
+}
+
+/** Whether a process of this machine runs (a zombie does not). */
+export function isPidRunning(pid: number): boolean {
+  return readPidStart(pid) !== null;
 }
 
 let self: ProcessIdentity | undefined;

@@ -6,6 +6,7 @@ import { request } from "node:http";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { nodeBinary, runDir } from "../../config.ts";
+import { isPidRunning } from "../filesr/liveness.ts";
 
 export interface Daemon {
   name: string;
@@ -19,14 +20,6 @@ function paths(name: string) {
   return { dir, pidFile: join(dir, `${name}.pid`), controlSocket: join(dir, `${name}.ctl`), log: join(dir, `${name}.log`), lock: join(dir, `${name}.lock`) };
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** The running daemon of that name, if its process lives and its control socket answers. */
 export async function findDaemon(name: string): Promise<Daemon | undefined> {
@@ -37,7 +30,7 @@ export async function findDaemon(name: string): Promise<Daemon | undefined> {
   } catch {
     return undefined;
   }
-  if (!Number.isInteger(pid) || !isAlive(pid)) return undefined;
+  if (!Number.isInteger(pid) || !isPidRunning(pid)) return undefined;
   try {
     await control({ name, pid, controlSocket: p.controlSocket }, "ping", {});
   } catch {
@@ -67,7 +60,7 @@ export async function ensureDaemon(name: string, script: string, args: string[],
     writeFileSync(p.pidFile, String(child.pid));
     for (let waited = 0; waited < 15_000; waited += 20) {
       if (existsSync(p.controlSocket) && (await findDaemon(name)) !== undefined) return;
-      if (child.exitCode !== null || !isAlive(child.pid ?? -1)) break;
+      if (child.exitCode !== null || !isPidRunning(child.pid ?? -1)) break;
       await sleep(20);
     }
     const tail = existsSync(p.log) ? readFileSync(p.log, "utf8").slice(-2000) : "";
@@ -92,8 +85,8 @@ export async function stopDaemon(name: string): Promise<void> {
   }
   if (daemon !== undefined) await control(daemon, "stop", {}).catch(() => undefined);
   if (pid !== undefined && Number.isInteger(pid)) {
-    for (let waited = 0; isAlive(pid) && waited < 10_000; waited += 20) await sleep(20);
-    if (isAlive(pid)) process.kill(pid, "SIGKILL");
+    for (let waited = 0; isPidRunning(pid) && waited < 10_000; waited += 20) await sleep(20);
+    if (isPidRunning(pid)) process.kill(pid, "SIGKILL");
   }
   rmSync(p.pidFile, { force: true });
   rmSync(p.controlSocket, { force: true });
