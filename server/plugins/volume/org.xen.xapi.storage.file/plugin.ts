@@ -21,7 +21,6 @@ export const FEATURES = [
   "SR_SCAN",
   "SR_STATS",
   "SR_UPDATE",
-  "SR_METADATA",
   "VDI_CREATE",
   "VDI_DELETE",
   "VDI_ATTACH",
