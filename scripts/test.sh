@@ -21,8 +21,10 @@ if ((${#missing[@]})); then
 fi
 
 if [ ! -x node_modules/.bin/node ] || [ ! -x node_modules/.bin/next ]; then
-  echo "== npm ci"
-  npm ci --no-audit --no-fund
+  # npm install, not npm ci: this machine's npm writes lockfiles without other platforms' optional
+  # packages, which npm ci then rejects as out of sync. The lockfile still pins every version used here.
+  echo "== npm install"
+  npm install --no-audit --no-fund
 fi
 export PATH="$PWD/node_modules/.bin:$PATH"
 logs=$(mktemp -d)
