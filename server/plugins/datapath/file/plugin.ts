@@ -46,7 +46,8 @@ export const fileDatapathPlugin = createDatapathPlugin(
     scheme: "file",
     name: "File datapath",
     description: "Hands out volumes of file SRs as raw files (File implementation)",
-    features: ["NONPERSISTENT"],
+    // A raw file cannot refuse writes: read-only activation is bookkeeping here (exclusive with read-write).
+    features: ["NONPERSISTENT", "VDI_ACTIVATE_READONLY"],
     version: "1.0.0",
   },
   {
