@@ -27,6 +27,8 @@ if [ ! -x node_modules/.bin/node ] || [ ! -x node_modules/.bin/next ]; then
   npm install --no-audit --no-fund
 fi
 export PATH="$PWD/node_modules/.bin:$PATH"
+# No telemetry: this machine has no network beyond the package registries.
+export NEXT_TELEMETRY_DISABLED=1
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
