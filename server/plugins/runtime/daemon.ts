@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { nodeBinary, runDir } from "../../config.ts";
 import { isPidRunning } from "../filesr/liveness.ts";
+import { withLockFile } from "./lock-file.ts";
 
 export interface Daemon {
   name: string;
@@ -46,7 +47,7 @@ export async function findDaemon(name: string): Promise<Daemon | undefined> {
 export async function ensureDaemon(name: string, script: string, args: string[], env: Record<string, string> = {}): Promise<Daemon> {
   const p = paths(name);
   mkdirSync(p.dir, { recursive: true });
-  await withLock(p.lock, async () => {
+  await withLockFile(p.lock, async () => {
     if ((await findDaemon(name)) !== undefined) return;
     rmSync(p.controlSocket, { force: true });
     const log = openSync(p.log, "a");
@@ -119,21 +120,3 @@ export function control<T = unknown>(daemon: Daemon, command: string, body: unkn
   });
 }
 
-async function withLock(lockFile: string, body: () => Promise<void>): Promise<void> {
-  for (let waited = 0; ; waited += 20) {
-    try {
-      closeSync(openSync(lockFile, "wx"));
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-      // A lock left by a killed caller is stale after a while.
-      if (waited > 20_000) rmSync(lockFile, { force: true });
-      await sleep(20);
-    }
-  }
-  try {
-    await body();
-  } finally {
-    rmSync(lockFile, { force: true });
-  }
-}

@@ -4,9 +4,9 @@
 import { createHash } from "node:crypto";
 import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync, fsyncSync } from "node:fs";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { dataDir } from "../../config.ts";
 import { storageErrors } from "../../storage/errors.ts";
+import { withLockFile } from "./lock-file.ts";
 
 export interface DatapathRecord {
   uri: string;
@@ -78,34 +78,8 @@ export function listRecords(scheme: string): DatapathRecord[] {
   });
 }
 
-/** Runs `body` holding the lock of this URI (a lock file; a stale one from a killed call expires). */
+/** Runs `body` holding the lock of this URI. */
 export async function withUriLock<T>(scheme: string, uri: string, body: () => Promise<T>): Promise<T> {
   mkdirSync(datapathDir(scheme), { recursive: true });
-  const lock = `${recordFile(scheme, uri)}.lock`;
-  for (let waited = 0; ; waited += 10) {
-    try {
-      writeFileSync(lock, String(process.pid), { flag: "wx" });
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-      if (waited >= 30_000 || lockHolderDead(lock)) rmSync(lock, { force: true });
-      await sleep(10);
-    }
-  }
-  try {
-    return await body();
-  } finally {
-    rmSync(lock, { force: true });
-  }
-}
-
-function lockHolderDead(lock: string): boolean {
-  try {
-    const pid = Number(readFileSync(lock, "utf8"));
-    if (!Number.isInteger(pid) || pid <= 0) return false;
-    process.kill(pid, 0);
-    return false;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "ESRCH";
-  }
+  return withLockFile(`${recordFile(scheme, uri)}.lock`, body);
 }
