@@ -3,8 +3,8 @@
 // own are found again by the environment the run gave them.
 import { spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { socketAccepts } from "../server/nbd/socket-probe.ts";
 
 const running = new Set<ChildProcess>();
 
@@ -73,7 +73,7 @@ export async function startService(command: string, args: readonly string[], soc
     },
   };
   const deadline = Date.now() + timeoutMs;
-  while (!(await accepts(socketPath))) {
+  while (!(await socketAccepts(socketPath))) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${command} exited before listening: ${stderr.trim()}`);
     if (Date.now() > deadline) {
       await service.stop();
@@ -84,16 +84,6 @@ export async function startService(command: string, args: readonly string[], soc
   return service;
 }
 
-function accepts(socketPath: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = net.connect(socketPath);
-    probe.once("connect", () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once("error", () => resolve(false));
-  });
-}
 
 /** CPU seconds (user + system, all threads) a live process has used so far. */
 export function cpuSeconds(pid: number): number {

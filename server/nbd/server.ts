@@ -9,6 +9,7 @@ import { NbdConnection } from "./connection.ts";
 import type { ExportCatalog, ExportEntry } from "./negotiation.ts";
 import { MAX_STRING_SIZE } from "./protocol.ts";
 import { SocketReader } from "./socket-reader.ts";
+import { socketAccepts } from "./socket-probe.ts";
 
 /** Idle I/O buffers kept for reuse across all connections. */
 const POOL_LIMIT = 64 * 1024 * 1024;
@@ -121,19 +122,9 @@ async function listenUnix(server: net.Server, socketPath: string): Promise<void>
   try {
     await attempt();
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE" || (await isLive(socketPath))) throw error;
+    if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE" || (await socketAccepts(socketPath))) throw error;
     await rm(socketPath, { force: true });
     await attempt();
   }
 }
 
-function isLive(socketPath: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = net.connect(socketPath);
-    probe.once("connect", () => {
-      probe.destroy();
-      resolve(true);
-    });
-    probe.once("error", () => resolve(false));
-  });
-}

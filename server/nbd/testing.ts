@@ -3,12 +3,12 @@
 
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm, stat } from "node:fs/promises";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { STATE_HOLE, STATE_ZERO, type ExportBackend, type Extent } from "./backend.ts";
 import { openRawFileBackend } from "./raw-file-backend.ts";
+import { socketAccepts } from "./socket-probe.ts";
 
 type Cleanup = (fn: () => Promise<void> | void) => void;
 
@@ -63,15 +63,7 @@ export async function firstLine(child: ChildProcess): Promise<string> {
 export async function waitForSocket(socketPath: string, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const ready = await new Promise<boolean>((resolve) => {
-      const probe = net.connect(socketPath);
-      probe.once("connect", () => {
-        probe.destroy();
-        resolve(true);
-      });
-      probe.once("error", () => resolve(false));
-    });
-    if (ready) return;
+    if (await socketAccepts(socketPath)) return;
     if (Date.now() > deadline) throw new Error(`socket ${socketPath} did not come up`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
