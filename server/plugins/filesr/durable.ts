@@ -32,18 +32,16 @@ export function replaceFileSync(file: string, data: Uint8Array, options: { durab
 
 /** Creates a new, empty sparse file of `size` bytes (fails if the file exists). */
 export function createSparseFileSync(file: string, size: number): void {
-  const fd = fs.openSync(file, "wx");
-  try {
-    fs.ftruncateSync(fd, size);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
+  truncateDurablySync(file, "wx", size);
 }
 
 /** Sets the size of an existing file durably (a sparse extension when it grows). */
 export function resizeFileSync(file: string, size: number): void {
-  const fd = fs.openSync(file, "r+");
+  truncateDurablySync(file, "r+", size);
+}
+
+function truncateDurablySync(file: string, flags: "wx" | "r+", size: number): void {
+  const fd = fs.openSync(file, flags);
   try {
     fs.ftruncateSync(fd, size);
     fs.fsyncSync(fd);
