@@ -1,12 +1,16 @@
 // NbdClient: fixed-newstyle NBD client with structured replies, base:allocation and pipelining.
 // Requests may be issued concurrently; replies are matched by handle. Reads land directly in the
 // caller's result buffer (one copy from the socket), writes go out as header + payload without copying.
+// Connecting, the handshake and waiting for replies each have a time limit: a server that accepts a
+// connection and then says nothing fails with an error naming it, the stage and the time waited.
 
 import net from "node:net";
+import { performance } from "node:perf_hooks";
 import type { Extent } from "./backend.ts";
 import {
   BASE_ALLOCATION,
   CMD_BLOCK_STATUS,
+  CMD_CACHE,
   CMD_DISC,
   CMD_FLAG_FUA,
   CMD_FLAG_NO_HOLE,
@@ -90,6 +94,30 @@ interface Negotiated {
   blockSizes: BlockSizes | null;
 }
 
+/** Time limits in milliseconds (Infinity: none). */
+export interface ConnectOptions {
+  /** Until the server accepts the connection. */
+  connectTimeoutMs?: number;
+  /** From the connection to the end of option haggling. */
+  handshakeTimeoutMs?: number;
+  /** Without any reply while requests are outstanding; the connection fails then. */
+  requestTimeoutMs?: number;
+}
+
+/**
+ * Connect + handshake stay well under the 30 s a plugin waits for its daemon (so Data.copy fails with this
+ * error, not an abort); a request gets long enough for a remote flushing a large write-back cache.
+ */
+const DEFAULT_TIMEOUTS: Required<ConnectOptions> = { connectTimeoutMs: 10_000, handshakeTimeoutMs: 10_000, requestTimeoutMs: 120_000 };
+
+function withDefaults(options: ConnectOptions): Required<ConnectOptions> {
+  return {
+    connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_TIMEOUTS.connectTimeoutMs,
+    handshakeTimeoutMs: options.handshakeTimeoutMs ?? DEFAULT_TIMEOUTS.handshakeTimeoutMs,
+    requestTimeoutMs: options.requestTimeoutMs ?? DEFAULT_TIMEOUTS.requestTimeoutMs,
+  };
+}
+
 interface Pending extends AwaitedReply {
   readonly handle: number;
   resolve: (extents: Extent[] | null) => void;
@@ -98,6 +126,16 @@ interface Pending extends AwaitedReply {
 
 const DEFAULT_BLOCK_SIZES: BlockSizes = { minimum: 1, preferred: 4096, maximum: MAX_REQUEST_SIZE };
 const CLOSE_TIMEOUT_MS = 5000;
+const COMMAND_NAMES: Record<number, string> = {
+  [CMD_READ]: "READ",
+  [CMD_WRITE]: "WRITE",
+  [CMD_DISC]: "DISC",
+  [CMD_FLUSH]: "FLUSH",
+  [CMD_TRIM]: "TRIM",
+  [CMD_CACHE]: "CACHE",
+  [CMD_WRITE_ZEROES]: "WRITE_ZEROES",
+  [CMD_BLOCK_STATUS]: "BLOCK_STATUS",
+};
 const OPTION_ERROR_ERRNO: Record<number, string> = {
   [REP_ERR_UNSUP]: "ENOTSUP",
   [REP_ERR_POLICY]: "EPERM",
@@ -116,15 +154,24 @@ export class NbdClient {
   readonly description: string;
   readonly blockSizes: BlockSizes;
   readonly #socket: net.Socket;
+  /** The server's URI without its password, for messages. */
+  readonly #remote: string;
   readonly #baseAllocationId: number | null;
+  /** Outstanding requests, oldest first (Map keeps insertion order). */
   readonly #pending = new Map<number, Pending>();
+  readonly #requestTimeoutMs: number;
+  /** Since when requests have been outstanding without a reply (performance.now()). */
+  #quietSince = 0;
+  #watchdog: NodeJS.Timeout | null = null;
   #nextHandle = 1;
   #failure: NbdError | null = null;
   #closing: Promise<void> | null = null;
   #onIdle: (() => void) | null = null;
 
-  private constructor(socket: net.Socket, reader: SocketReader, exportName: string, negotiated: Negotiated) {
+  private constructor(socket: net.Socket, reader: SocketReader, exportName: string, negotiated: Negotiated, remote: string, requestTimeoutMs: number) {
     this.#socket = socket;
+    this.#remote = remote;
+    this.#requestTimeoutMs = requestTimeoutMs;
     this.exportName = exportName;
     this.size = negotiated.size;
     this.flags = negotiated.flags;
@@ -132,7 +179,7 @@ export class NbdClient {
     this.#baseAllocationId = negotiated.baseAllocationId;
     this.description = negotiated.description;
     this.blockSizes = negotiated.blockSizes ?? DEFAULT_BLOCK_SIZES;
-    socket.on("close", () => this.#fail(new NbdError("ECONNRESET", "connection to NBD server closed")));
+    socket.on("close", () => this.#fail(new NbdError("ECONNRESET", `connection to ${remote} closed`)));
     new ReplyParser(reader, negotiated.baseAllocationId, {
       lookup: (handleHigh, handleLow) => {
         const pending = this.#pending.get(handleLow);
@@ -148,30 +195,27 @@ export class NbdClient {
   }
 
   /** Connects and negotiates; see parseNbdUri for accepted forms. No TLS: credentials in the URI are not sent. */
-  static async connect(uri: string): Promise<NbdClient> {
+  static async connect(uri: string, options: ConnectOptions = {}): Promise<NbdClient> {
     const target = parseNbdUri(uri);
-    const { socket, reader } = await openSocket(target);
-    try {
-      const negotiated = await negotiateExport(socket, reader, target.exportName);
-      return new NbdClient(socket, reader, target.exportName, negotiated);
-    } catch (error) {
-      socket.destroy();
-      throw asNbdError(error);
-    }
+    const remote = redactRemote(uri);
+    const limits = withDefaults(options);
+    const { socket, reader } = await openSocket(target, remote, limits.connectTimeoutMs);
+    const negotiated = await handshake(socket, remote, limits.handshakeTimeoutMs, (progress) => negotiateExport(socket, reader, target.exportName, progress));
+    return new NbdClient(socket, reader, target.exportName, negotiated, remote, limits.requestTimeoutMs);
   }
 
   /** NBD_OPT_LIST: the exports a server offers. */
-  static async listExports(uri: string): Promise<ExportListing[]> {
-    return withOptions(uri, async (options) => {
+  static async listExports(uri: string, timeouts: ConnectOptions = {}): Promise<ExportListing[]> {
+    return withOptions(uri, timeouts, async (options) => {
       const replies = await options.expect(OPT_LIST);
       return replies.filter((r) => r.type === REP_SERVER).map((r) => decodeServerReply(r.data));
     });
   }
 
   /** NBD_OPT_INFO: size, flags and description of one export, without entering transmission. */
-  static async describeExport(uri: string): Promise<ExportDetails> {
+  static async describeExport(uri: string, timeouts: ConnectOptions = {}): Promise<ExportDetails> {
     const target = parseNbdUri(uri);
-    return withOptions(uri, async (options) => {
+    return withOptions(uri, timeouts, async (options) => {
       const replies = await options.expect(OPT_INFO, encodeInfoRequest(target.exportName, [INFO_DESCRIPTION, INFO_BLOCK_SIZE]));
       const info = decodeInfoReplies(replies);
       return { name: target.exportName, ...info, readOnly: (info.flags & FLAG_READ_ONLY) !== 0 };
@@ -280,6 +324,7 @@ export class NbdClient {
     const header = encodeRequestHeader({ flags, type, handleHigh: 0, handleLow: handle, offset, length });
     return new Promise((resolve, reject) => {
       this.#pending.set(handle, { handle, type, offset, length, target, covered: 0, extents: null, error: null, resolve, reject });
+      this.#watchReplies();
       if (payload === null) {
         this.#socket.write(header);
       } else {
@@ -298,7 +343,30 @@ export class NbdClient {
     return handle;
   }
 
+  /** Starts the reply clock with the first outstanding request; one timer serves all requests. */
+  #watchReplies(): void {
+    if (this.#pending.size === 1) this.#quietSince = performance.now();
+    if (this.#watchdog === null) this.#watchdog = armTimer(this.#requestTimeoutMs, () => this.#checkReplies());
+  }
+
+  /** Fails the connection when no reply came for the request timeout while requests were outstanding. */
+  #checkReplies(): void {
+    this.#watchdog = null;
+    const oldest = this.#pending.values().next().value;
+    if (oldest === undefined) return;
+    const quiet = performance.now() - this.#quietSince;
+    if (quiet < this.#requestTimeoutMs) {
+      this.#watchdog = armTimer(this.#requestTimeoutMs - quiet, () => this.#checkReplies());
+      return;
+    }
+    const what = `a ${COMMAND_NAMES[oldest.type] ?? `command ${oldest.type}`} of ${oldest.length} bytes at offset ${oldest.offset}`;
+    const unanswered = this.#pending.size === 1 ? what : `${this.#pending.size} outstanding requests, the oldest ${what}`;
+    this.#fail(stageError("ETIMEDOUT", "request", this.#remote, `timed out after ${seconds(quiet)} (no reply to ${unanswered})`));
+    this.#socket.destroy();
+  }
+
   #settle(pending: Pending): void {
+    this.#quietSince = performance.now();
     this.#pending.delete(pending.handle);
     if (pending.error === null) pending.resolve(pending.extents);
     else pending.reject(pending.error);
@@ -327,8 +395,80 @@ function asNbdError(error: unknown): NbdError {
   return new NbdError((error as NodeJS.ErrnoException).code ?? "EIO", (error as Error).message);
 }
 
-function openSocket(target: NbdTarget): Promise<{ socket: net.Socket; reader: SocketReader }> {
-  return SocketReader.connect(target.kind === "unix" ? { path: target.socketPath } : { host: target.host, port: target.port, noDelay: true });
+/** The URI without its password, for records and messages. */
+export function redactRemote(remote: string): string {
+  try {
+    const url = new URL(remote);
+    if (url.password === "") return remote;
+    url.password = "xxxxx";
+    return url.href;
+  } catch {
+    return remote;
+  }
+}
+
+type Stage = "connect" | "handshake" | "request";
+
+/** An NbdError whose message is one sentence naming the remote and the stage; `outcome` says how long it took. */
+function stageError(errno: string, stage: Stage, remote: string, outcome: string): NbdError {
+  const error = new NbdError(errno, "");
+  // The errno is in `errno`: the message reads as a sentence (and the stack is taken again to show it).
+  error.message = `NBD ${stage} ${stage === "handshake" ? "with" : "to"} ${remote} ${outcome}`;
+  Error.captureStackTrace(error, stageError);
+  return error;
+}
+
+/** A wait in seconds as people read it: "0.3 s", "10 s". */
+function seconds(ms: number): string {
+  return ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`;
+}
+
+/** An unref'd timer, or none for an infinite limit (setTimeout would fire at once past 2^31 ms). */
+function armTimer(ms: number, fire: () => void): NodeJS.Timeout | null {
+  return Number.isFinite(ms) ? setTimeout(fire, ms).unref() : null;
+}
+
+async function openSocket(target: NbdTarget, remote: string, timeoutMs: number): Promise<{ socket: net.Socket; reader: SocketReader }> {
+  const started = performance.now();
+  const abort = new AbortController();
+  const timer = armTimer(timeoutMs, () => abort.abort());
+  const address = target.kind === "unix" ? { path: target.socketPath } : { host: target.host, port: target.port, noDelay: true };
+  try {
+    return await SocketReader.connect({ ...address, signal: abort.signal });
+  } catch (error) {
+    if (abort.signal.aborted) throw stageError("ETIMEDOUT", "connect", remote, `timed out after ${seconds(timeoutMs)} (no answer from the server)`);
+    throw stageError(asNbdError(error).errno, "connect", remote, `failed after ${seconds(performance.now() - started)}: ${(error as Error).message}`);
+  } finally {
+    if (timer !== null) clearTimeout(timer);
+  }
+}
+
+/** How far a handshake got, for the message when it stalls. */
+interface HandshakeProgress {
+  greeted: boolean;
+}
+
+/** Runs the handshake on a new connection under a time limit; any failure names the remote and closes the socket. */
+async function handshake<T>(socket: net.Socket, remote: string, timeoutMs: number, body: (progress: HandshakeProgress) => Promise<T>): Promise<T> {
+  const started = performance.now();
+  const progress: HandshakeProgress = { greeted: false };
+  let timedOut = false;
+  const timer = armTimer(timeoutMs, () => {
+    timedOut = true;
+    socket.destroy();
+  });
+  try {
+    return await body(progress);
+  } catch (error) {
+    socket.destroy();
+    if (timedOut) {
+      const stalled = progress.greeted ? "server greeted, then stopped answering options" : "server accepted the connection but sent no greeting";
+      throw stageError("ETIMEDOUT", "handshake", remote, `timed out after ${seconds(timeoutMs)} (${stalled})`);
+    }
+    throw stageError(asNbdError(error).errno, "handshake", remote, `failed after ${seconds(performance.now() - started)}: ${(error as Error).message}`);
+  } finally {
+    if (timer !== null) clearTimeout(timer);
+  }
 }
 
 // --- Handshake -------------------------------------------------------------------------------
@@ -380,8 +520,9 @@ function optionError(reply: OptionReply): NbdError {
 }
 
 /** Reads the greeting and answers with client flags; returns how to continue. */
-async function greet(socket: net.Socket, reader: SocketReader): Promise<{ style: "oldstyle"; negotiated: Negotiated } | { style: "newstyle"; fixed: boolean; noZeroes: boolean }> {
+async function greet(socket: net.Socket, reader: SocketReader, progress: HandshakeProgress): Promise<{ style: "oldstyle"; negotiated: Negotiated } | { style: "newstyle"; fixed: boolean; noZeroes: boolean }> {
   const hello = await reader.read(16);
+  progress.greeted = true;
   if (hello.readBigUInt64BE(0) !== NBD_MAGIC) throw new NbdError("EPROTO", "not an NBD server");
   const magic = hello.readBigUInt64BE(8);
   if (magic === OLDSTYLE_MAGIC) {
@@ -400,8 +541,8 @@ async function greet(socket: net.Socket, reader: SocketReader): Promise<{ style:
   return { style: "newstyle", fixed, noZeroes };
 }
 
-async function negotiateExport(socket: net.Socket, reader: SocketReader, exportName: string): Promise<Negotiated> {
-  const greeting = await greet(socket, reader);
+async function negotiateExport(socket: net.Socket, reader: SocketReader, exportName: string, progress: HandshakeProgress): Promise<Negotiated> {
+  const greeting = await greet(socket, reader, progress);
   if (greeting.style === "oldstyle") return greeting.negotiated;
   if (!greeting.fixed) return exportNameOption(socket, reader, exportName, greeting.noZeroes, false, null);
 
@@ -464,17 +605,19 @@ function decodeInfoReplies(replies: OptionReply[]): { size: number; flags: numbe
 }
 
 /** Connects, runs one or more options on a fixed-newstyle server, then aborts politely. */
-async function withOptions<T>(uri: string, run: (options: OptionChannel) => Promise<T>): Promise<T> {
-  const { socket, reader } = await openSocket(parseNbdUri(uri));
+async function withOptions<T>(uri: string, timeouts: ConnectOptions, run: (options: OptionChannel) => Promise<T>): Promise<T> {
+  const remote = redactRemote(uri);
+  const limits = withDefaults(timeouts);
+  const { socket, reader } = await openSocket(parseNbdUri(uri), remote, limits.connectTimeoutMs);
   try {
-    const greeting = await greet(socket, reader);
-    if (greeting.style === "oldstyle" || !greeting.fixed) throw new NbdError("ENOTSUP", "server does not support option haggling");
-    const options = new OptionChannel(socket, reader);
-    const result = await run(options);
-    options.abort();
-    return result;
-  } catch (error) {
-    throw asNbdError(error);
+    return await handshake(socket, remote, limits.handshakeTimeoutMs, async (progress) => {
+      const greeting = await greet(socket, reader, progress);
+      if (greeting.style === "oldstyle" || !greeting.fixed) throw new NbdError("ENOTSUP", "server does not support option haggling");
+      const options = new OptionChannel(socket, reader);
+      const result = await run(options);
+      options.abort();
+      return result;
+    });
   } finally {
     socket.destroySoon();
   }

@@ -8,6 +8,9 @@ import { z } from "zod";
 import type { Status } from "../../../storage/types.ts";
 import { operationsDir } from "./paths.ts";
 
+/** The remote URI without its password, for records and messages (the NBD client names remotes the same way). */
+export { redactRemote } from "../../../nbd/client.ts";
+
 const ZWorker = z.object({ machine: z.string(), bootId: z.string(), pid: z.number(), pidStart: z.string() });
 
 const ZOperationRecord = z.object({
@@ -99,16 +102,4 @@ export function toStatus(record: OperationRecord): Status {
     status.progress = Math.min(1, Math.max(0, fraction));
   }
   return status;
-}
-
-/** The remote URI without its password, for records and messages. */
-export function redactRemote(remote: string): string {
-  try {
-    const url = new URL(remote);
-    if (url.password === "") return remote;
-    url.password = "xxxxx";
-    return url.href;
-  } catch {
-    return remote;
-  }
 }
