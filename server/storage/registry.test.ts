@@ -1,6 +1,6 @@
 // Plugin roots as a host lays them out: the Python fixture root, and roots each test builds in a temp dir.
 import assert from "node:assert/strict";
-import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -8,10 +8,11 @@ import { dirname, join, relative, resolve } from "node:path";
 import { type TestContext, describe, test } from "node:test";
 import { type PluginImplementation, handleJsonRpc } from "./dispatcher.ts";
 import { StorageError } from "./errors.ts";
-import { type PluginRegistry, chooseDatapath, defaultPluginRoot, scanPluginRoot, srTypeOf, uriScheme } from "./registry.ts";
+import { type DerivedFeature, type PluginRegistry, chooseDatapath, defaultPluginRoot, featureName, scanPluginRoot, srTypeOf, uriScheme } from "./registry.ts";
 import type { QueryResult } from "./types.ts";
 
 const PYTHON_ROOT = join(import.meta.dirname, "fixtures", "python-root");
+const XAPI_ROOT = join(import.meta.dirname, "fixtures", "xapi-root");
 
 function query(plugin: string, requiredApiVersion = "5.0"): QueryResult {
   return {
@@ -322,6 +323,83 @@ describe("plugins served over JSON-RPC (jsonrpc-endpoint)", () => {
     const reasons = Object.fromEntries(registry.skipped.map((s) => [s.dir, s.reason]));
     assert.match(reasons["org.x.gone"] ?? "", /^Plugin\.Query failed: TRANSPORT_FAILED: .*ENOENT/);
     assert.match(reasons["org.x.ftp"] ?? "", /unsupported JSON-RPC endpoint ftp:\/\/example\.com\/rpc/);
+  });
+});
+
+/** The features xapi-storage-script adds to every volume plugin. */
+const ALWAYS: DerivedFeature[] = ["VDI_ATTACH", "VDI_DETACH", "VDI_ACTIVATE", "VDI_DEACTIVATE", "VDI_INTRODUCE"].map((feature) => ({ feature }));
+
+describe("features: declared, derived as xapi-storage-script derives them, effective", () => {
+  test("simple-file declares five, one as VDI_DESTROY; its scripts and clone-on-boot give the rest", async () => {
+    const registry = await scanPluginRoot(XAPI_ROOT);
+    const plugin = registry.find("simple-file");
+    assert.ok(plugin);
+    assert.deepEqual(plugin.query.features, ["SR_ATTACH", "SR_DETACH", "SR_CREATE", "VDI_CREATE", "VDI_DESTROY"], "the query is kept as answered");
+    assert.deepEqual(plugin.declaredFeatures, ["SR_ATTACH", "SR_DETACH", "SR_CREATE", "VDI_CREATE", "VDI_DELETE"]);
+    assert.deepEqual(plugin.derivedFeatures, [
+      { feature: "SR_DELETE", script: "SR.destroy" },
+      { feature: "SR_SCAN", script: "SR.ls" },
+      { feature: "SR_UPDATE", script: "SR.stat" },
+      { feature: "SR_PROBE", script: "SR.probe" },
+      { feature: "VDI_CLONE", script: "Volume.clone" },
+      { feature: "VDI_SNAPSHOT", script: "Volume.snapshot" },
+      { feature: "VDI_RESIZE", script: "Volume.resize" },
+      { feature: "VDI_UPDATE", script: "Volume.stat" },
+      ...ALWAYS,
+      { feature: "VDI_RESET_ON_BOOT/2" },
+    ]);
+    assert.deepEqual(plugin.features, [...plugin.declaredFeatures, ...plugin.derivedFeatures.map((d) => d.feature)]);
+
+    const dummy = registry.find("dummyv5");
+    assert.deepEqual(dummy?.declaredFeatures, ["SR_ATTACH"]);
+    assert.deepEqual(dummy.derivedFeatures.map((d) => d.feature), [
+      "SR_CREATE", "SR_DELETE", "SR_DETACH", "SR_SCAN", "SR_UPDATE", "VDI_CREATE", "VDI_DELETE", "VDI_UPDATE", ...ALWAYS.map((d) => d.feature),
+    ], "no Volume.clone: no clone-on-boot");
+  });
+
+  test("datapath plugins keep what they declare; script lookup ignores case", async () => {
+    const registry = await pythonRegistry();
+    const loop = registry.find("loop", "datapath");
+    assert.deepEqual([loop?.declaredFeatures, loop?.derivedFeatures, loop?.features], [["NONPERSISTENT"], [], ["NONPERSISTENT"]]);
+    const scratch = registry.find("scratch");
+    assert.ok(scratch);
+    assert.ok(scratch.derivedFeatures.some((d) => d.feature === "VDI_UPDATE" && d.script === "Volume.stat"), "from the lower-case volume.stat");
+    assert.ok(!scratch.derivedFeatures.some((d) => d.feature === "SR_ATTACH"), "declared features are not derived again");
+  });
+
+  test("only executable scripts count; a declared feature keeps its /N; duplicates go", async (t) => {
+    const root = await makeRoot(t, {
+      "volume/org.x.versions/Plugin.Query": queryScript({
+        ...query("versions"),
+        features: ["SR_SCAN/2", "VDI_DESTROY/3", "VDI_DELETE/3", "VDI_CLONE/2", "VDI_RESET_ON_BOOT", "VDI_ATTACH"],
+      }),
+      "volume/org.x.versions/SR.ls": queryScript([]),
+      "volume/org.x.versions/Volume.destroy": queryScript(null),
+      "volume/org.x.versions/sr.STAT": queryScript(null),
+      "volume/org.x.versions/SR.attach": "not executable",
+      "datapath/dp/Plugin.Query": queryScript({ ...query("dp"), features: ["VDI_DESTROY", "NONPERSISTENT"] }),
+      "datapath/dp/SR.ls": queryScript([]),
+    });
+    await chmod(join(root, "volume/org.x.versions/SR.attach"), 0o644);
+    await symlink(join(root, "gone.py"), join(root, "volume/org.x.versions/SR.probe"));
+    const registry = await scanPluginRoot(root);
+    const plugin = registry.find("versions");
+    assert.deepEqual(plugin?.declaredFeatures, ["SR_SCAN/2", "VDI_DELETE/3", "VDI_CLONE/2", "VDI_RESET_ON_BOOT", "VDI_ATTACH"]);
+    assert.deepEqual(plugin.derivedFeatures, [{ feature: "SR_UPDATE", script: "SR.stat" }, ...ALWAYS.filter((d) => d.feature !== "VDI_ATTACH")]);
+    assert.deepEqual(registry.find("dp")?.features, ["VDI_DELETE", "NONPERSISTENT"], "a datapath plugin: the rename only");
+    assert.equal(featureName("VDI_RESET_ON_BOOT/2"), "VDI_RESET_ON_BOOT");
+    assert.equal(featureName("SR_SCAN"), "SR_SCAN");
+  });
+
+  test("a plugin served over JSON-RPC has no scripts: declared plus the fixed set", async (t) => {
+    const url = await serveJsonRpc(t, { "Plugin.query": () => ({ ...query("daemon"), features: ["VDI_CLONE", "VDI_DESTROY"] }) });
+    const root = await makeRoot(t, {
+      "volume/org.x.daemon/jsonrpc-endpoint": url,
+      "volume/org.x.daemon/SR.ls": queryScript([]),
+    });
+    const plugin = (await scanPluginRoot(root)).find("daemon");
+    assert.deepEqual(plugin?.declaredFeatures, ["VDI_CLONE", "VDI_DELETE"]);
+    assert.deepEqual(plugin.derivedFeatures, [...ALWAYS, { feature: "VDI_RESET_ON_BOOT/2" }], "a script beside the endpoint file is not the plugin's");
   });
 });
 
