@@ -12,9 +12,11 @@ Drives the plugin through the plugin client, exactly as a toolstack would, and c
 the xapi-storage interface: Plugin.query and its features, the life of an SR, volumes (create, stat,
 set/unset, snapshot, clone, resize, compare, revert, copy, CBT, errors), and with --datapath the
 datapath states, the data written through them, and Data.copy / Data.mirror to an NBD target.
-Checks of features the plugins do not declare are skipped, saying which feature is missing.
-Each check prints as it ends (✓ passed, ✗ failed — reason, - skipped), then "N passed, N failed,
-N skipped". The exit status is 1 when a check failed (130 when interrupted).
+A plugin's features are those the toolstack takes it to have: declared, or derived from the method
+scripts it ships (see hangar plugins); checks of features it lacks are skipped, saying which. Checks of
+situations the toolstack never lets a plugin meet (calls on a detached SR) only make notes.
+Each check prints as it ends (✓ passed, ✗ failed — reason, - skipped, ! note — reason), then
+"N passed, N failed, N skipped, N notes". The exit status is 1 when a check failed (130 when interrupted).
 
 The SR is created from --config; without it, a fresh temporary directory is given to a plugin whose
 configuration has a path, uri or file-uri key. Everything created is destroyed at the end, even after

@@ -114,17 +114,17 @@ export class Attachment {
 
 /** Opens, attaches and activates a volume through the datapath under test. */
 export async function plug(t: CheckContext, volume: Volume, options: OpenOptions = {}): Promise<Attachment> {
-  const attachment = await Attachment.open(t, t.datapathUri(volume), options);
+  const attachment = await Attachment.open(t, await t.datapathUri(volume), options);
   await attachment.attach();
   await attachment.activate();
   return attachment;
 }
 
-/** Like plug, but read-only when a plugin declares VDI_ACTIVATE_READONLY (snapshots are read-only volumes). */
+/** Like plug, but read-only when a plugin has VDI_ACTIVATE_READONLY (snapshots are read-only volumes). */
 export async function plugForReading(t: CheckContext, volume: Volume): Promise<Attachment> {
-  const attachment = await Attachment.open(t, t.datapathUri(volume));
+  const attachment = await Attachment.open(t, await t.datapathUri(volume));
   await attachment.attach();
-  if (t.declares("VDI_ACTIVATE_READONLY")) await attachment.activateReadonly();
+  if (t.hasFeature("VDI_ACTIVATE_READONLY")) await attachment.activateReadonly();
   else await attachment.activate();
   return attachment;
 }

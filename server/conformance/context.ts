@@ -36,7 +36,7 @@ export class CheckContext {
   /**
    * Calls the volume plugin, or the datapath plugin for Datapath.* and Data.* (`on` chooses for Plugin.*).
    * A plugin error becomes CallFailed; a missing method skips the check when it is one of its optional
-   * methods, and fails it otherwise (the plugin declared the feature that promises the method).
+   * methods, and fails it otherwise (the plugin has the feature that promises the method).
    */
   async call<M extends MethodName>(method: M, params: CallParams<M>, on?: PluginKind): Promise<Result<M>> {
     const plugin = this.#pluginFor(method, on);
@@ -68,7 +68,8 @@ export class CheckContext {
     throw new Skip(reason);
   }
 
-  declares(feature: string): boolean {
+  /** Whether the plugins under test have the feature, declared or derived (no /N suffix). */
+  hasFeature(feature: string): boolean {
     return this.suite.features.has(feature);
   }
 
@@ -96,7 +97,7 @@ export class CheckContext {
     const sr = this.sr;
     this.#volumes.add(key);
     this.defer(`Volume.destroy ${key}`, async () => {
-      if (this.#volumes.delete(key) && this.declares("VDI_DELETE")) await this.call("Volume.destroy", { sr, key });
+      if (this.#volumes.delete(key) && this.hasFeature("VDI_DELETE")) await this.call("Volume.destroy", { sr, key });
     });
   }
 
@@ -105,14 +106,18 @@ export class CheckContext {
     this.#volumes.delete(key);
   }
 
-  /** The volume's URI for the datapath under test, chosen as the toolstack chooses (first usable scheme). */
-  datapathUri(volume: Volume): string {
+  /**
+   * The volume's URI for the datapath under test, found as the toolstack finds it when it attaches a volume:
+   * from what Volume.stat answers now (not what created the volume), the first URI with a usable scheme.
+   */
+  async datapathUri(volume: Volume): Promise<string> {
     const datapath = this.suite.datapath;
     if (datapath === undefined) throw new Error("no datapath plugin");
+    const { uri } = await this.call("Volume.stat", { sr: this.sr, key: volume.key });
     try {
-      return chooseDatapath({ ...this.suite.registry, plugins: [datapath] }, volume.uri).uri;
+      return chooseDatapath({ ...this.suite.registry, plugins: [datapath] }, uri).uri;
     } catch {
-      throw new Failure(`volume ${volume.key} offers no ${datapath.type}: URI (its URIs: ${volume.uri.join(", ") || "none"})`);
+      throw new Failure(`Volume.stat of ${volume.key} offers no ${datapath.type}: URI (its URIs: ${uri.join(", ") || "none"})`);
     }
   }
 }

@@ -5,9 +5,10 @@ export interface Counts {
   passed: number;
   failed: number;
   skipped: number;
+  notes: number;
 }
 
-export function formatResult(result: CheckResult): string {
+export function formatResult(result: Pick<CheckResult, "name" | "status" | "reason">): string {
   switch (result.status) {
     case "passed":
       return `✓ ${result.name}`;
@@ -15,14 +16,16 @@ export function formatResult(result: CheckResult): string {
       return `✗ ${result.name} — ${result.reason ?? "failed"}`;
     case "skipped":
       return `- ${result.name} (skipped: ${result.reason ?? "not applicable"})`;
+    case "note":
+      return `! ${result.name} — ${result.reason ?? "note"}`;
   }
 }
 
 export function countResults(results: readonly CheckResult[]): Counts {
   const count = (status: CheckResult["status"]) => results.filter((r) => r.status === status).length;
-  return { passed: count("passed"), failed: count("failed"), skipped: count("skipped") };
+  return { passed: count("passed"), failed: count("failed"), skipped: count("skipped"), notes: count("note") };
 }
 
 export function formatSummary(counts: Counts): string {
-  return `${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`;
+  return `${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped, ${counts.notes} note${counts.notes === 1 ? "" : "s"}`;
 }

@@ -114,8 +114,10 @@ async function runCheck(suite: Suite, check: Check): Promise<CheckResult> {
   try {
     await check.run(t);
   } catch (error) {
-    status = error instanceof Skip ? "skipped" : "failed";
-    reason = error instanceof Skip || error instanceof Failure || error instanceof CallFailed ? error.message : `unexpected error: ${(error as Error).message ?? String(error)}`;
+    const byPlugin = error instanceof Failure || error instanceof CallFailed;
+    status = error instanceof Skip ? "skipped" : byPlugin && check.advisory !== undefined ? "note" : "failed";
+    reason = error instanceof Skip || byPlugin ? error.message : `unexpected error: ${(error as Error).message ?? String(error)}`;
+    if (status === "note") reason = `${reason} (advisory: ${check.advisory})`;
   }
   const leftovers = await t.cleanup.run();
   if (leftovers.length > 0) {

@@ -1,10 +1,10 @@
-// What a conformance run shares between its checks: the plugins under test, what they declare, the SR the
+// What a conformance run shares between its checks: the plugins under test, their features, the SR the
 // suite made, its scratch directory and the clean-up of everything it created.
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { StorageError } from "../storage/errors.ts";
-import type { PluginRegistry, RegisteredPlugin } from "../storage/registry.ts";
+import { type PluginRegistry, type RegisteredPlugin, featureName } from "../storage/registry.ts";
 import type { Configuration } from "../storage/types.ts";
 import { CleanupStack } from "./cleanup.ts";
 import { isUnimplemented } from "./expect.ts";
@@ -31,7 +31,7 @@ export interface Suite {
   readonly datapathMissing: string | undefined;
   /** Whether the datapath plugin has Data.* (Data.ls did not answer Unimplemented). */
   readonly dataImplemented: boolean;
-  /** Features of the volume plugin and the datapath plugin, without /N version suffixes. */
+  /** Effective features (declared or derived) of the volume and datapath plugins, without /N suffixes. */
   readonly features: ReadonlySet<string>;
   /** The configuration SR.probe and SR.create get. */
   readonly configuration: Configuration;
@@ -57,11 +57,11 @@ export async function openSuite(plugins: SuitePlugins, givenConfiguration: Confi
     const srDir = join(workDir, "sr");
     await mkdir(srDir);
     const configuration = srConfiguration(plugins.volume.query.configuration, givenConfiguration, srDir);
-    const declared = [...plugins.volume.query.features, ...(plugins.datapath?.query.features ?? [])];
+    const features = [...plugins.volume.features, ...(plugins.datapath?.features ?? [])];
     return {
       ...plugins,
       dataImplemented: plugins.datapath !== undefined && (await hasDataInterface(plugins.datapath)),
-      features: new Set(declared.map((feature) => feature.replace(/\/\d+$/, ""))),
+      features: new Set(features.map(featureName)),
       configuration,
       workDir,
       cleanup,

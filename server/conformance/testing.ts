@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { TestContext } from "node:test";
 import type { CheckResult } from "./check.ts";
+import type { Counts } from "./report.ts";
 
 const hangar = resolve(import.meta.dirname, "../../bin/hangar");
 
@@ -20,11 +21,11 @@ export interface HangarRun {
 export interface PrintedRun extends HangarRun {
   header: string;
   results: Pick<CheckResult, "name" | "status" | "reason">[];
-  counts: { passed: number; failed: number; skipped: number };
+  counts: Counts;
 }
 
-const LINE = /^(?:✓ (?<passed>.+)|✗ (?<failed>.+?) — (?<why>.+)|- (?<skipped>.+) \(skipped: (?<skip>.+)\))$/;
-const SUMMARY = /^(\d+) passed, (\d+) failed, (\d+) skipped$/;
+const LINE = /^(?:✓ (?<passed>.+)|✗ (?<failed>.+?) — (?<why>.+)|- (?<skipped>.+) \(skipped: (?<skip>.+)\)|! (?<note>.+?) — (?<noted>.+))$/;
+const SUMMARY = /^(\d+) passed, (\d+) failed, (\d+) skipped, (\d+) notes?$/;
 
 export async function runHangar(t: TestContext, args: string[]): Promise<HangarRun> {
   const tmp = await mkdtemp(join(tmpdir(), "hangar-conformance-test-"));
@@ -49,16 +50,17 @@ export async function runPrinted(t: TestContext, args: string[]): Promise<Printe
     assert.ok(groups, `malformed line: ${line}`);
     if (groups.passed !== undefined) return { name: groups.passed, status: "passed" as const };
     if (groups.failed !== undefined) return { name: groups.failed, status: "failed" as const, reason: groups.why };
+    if (groups.note !== undefined) return { name: groups.note, status: "note" as const, reason: groups.noted };
     return { name: groups.skipped!, status: "skipped" as const, reason: groups.skip };
   });
-  const counts = { passed: Number(summary[1]), failed: Number(summary[2]), skipped: Number(summary[3]) };
+  const counts = { passed: Number(summary[1]), failed: Number(summary[2]), skipped: Number(summary[3]), notes: Number(summary[4]) };
   return { ...run, header, results, counts };
 }
 
 /** The printed counts agree with the lines, the exit status with the failures, and nothing is left behind. */
 export function assertConsistent(run: PrintedRun): void {
   const count = (status: string) => run.results.filter((r) => r.status === status).length;
-  assert.deepEqual(run.counts, { passed: count("passed"), failed: count("failed"), skipped: count("skipped") });
+  assert.deepEqual(run.counts, { passed: count("passed"), failed: count("failed"), skipped: count("skipped"), notes: count("note") });
   assert.equal(run.code, run.counts.failed > 0 ? 1 : 0, `exit status; stderr: ${run.stderr}`);
   assert.deepEqual(run.leftovers, [], "the run removes its temporary directory");
 }

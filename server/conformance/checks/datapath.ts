@@ -11,7 +11,7 @@ const features = ["VDI_CREATE"];
 export const datapathChecks: Check[] = [
   check("Datapath.attach answers implementations, the same when called twice", { features, needs }, async (t) => {
     const volume = await t.createVolume();
-    const attachment = await Attachment.open(t, t.datapathUri(volume));
+    const attachment = await Attachment.open(t, await t.datapathUri(volume));
     const first = await attachment.attach();
     expect(first.length > 0, "Datapath.attach answered no implementations");
     const second = await attachment.attach();
@@ -73,7 +73,7 @@ export const datapathChecks: Check[] = [
     await writeAreas(await writer.disk(), areas, "written");
     await writer.release();
 
-    const reader = await Attachment.open(t, t.datapathUri(volume));
+    const reader = await Attachment.open(t, await t.datapathUri(volume));
     await reader.attach();
     await reader.activateReadonly();
     const disk = await reader.disk({ prefer: ["Nbd"], readOnly: true });

@@ -11,6 +11,8 @@ const SR_DESCRIPTION = "created by hangar conformance; safe to destroy";
 /** Labels a real administrator might type: non-ASCII, quotes, a newline. */
 const NEW_NAME = `Hangar «conformance» "SR" 'été' ✓`;
 const NEW_DESCRIPTION = "line one\nline two — ünïcødé 🚀 \\ back\\slash";
+/** Why the detached-SR checks only advise (compat-notes §1): a stateless plugin need not track attachment. */
+const TOOLSTACK_GUARDS_DETACHED = "the toolstack answers Sr_not_attached itself and never asks a plugin about a detached SR";
 
 export const srSetupChecks: Check[] = [
   check("SR.probe answers probe results for the configuration", { features: ["SR_PROBE"] }, async (t) => {
@@ -72,11 +74,11 @@ export const srTeardownChecks: Check[] = [
     await t.call("SR.detach", { sr: sr.sr });
   }),
 
-  check("SR.stat, SR.ls and Volume.create fail on a detached SR", { features: ["SR_DETACH"], needs: ["sr"] }, async (t) => {
+  check("SR.stat, SR.ls and Volume.create fail on a detached SR", { features: ["SR_DETACH"], needs: ["sr"], advisory: TOOLSTACK_GUARDS_DETACHED }, async (t) => {
     const sr = await detached(t);
     const calls: [string, () => Promise<unknown>][] = [["SR.stat", () => t.call("SR.stat", { sr: sr.sr })]];
-    if (t.declares("SR_SCAN")) calls.push(["SR.ls", () => t.call("SR.ls", { sr: sr.sr })]);
-    if (t.declares("VDI_CREATE")) {
+    if (t.hasFeature("SR_SCAN")) calls.push(["SR.ls", () => t.call("SR.ls", { sr: sr.sr })]);
+    if (t.hasFeature("VDI_CREATE")) {
       // A volume made anyway goes with the SR at the end of the run.
       calls.push(["Volume.create", () => t.call("Volume.create", { sr: sr.sr, name: "on a detached SR", description: "", size: 1024 * 1024, sharable: false })]);
     }
@@ -90,11 +92,15 @@ export const srTeardownChecks: Check[] = [
     expect(problems.length === 0, problems.join("; "));
   }),
 
-  check("SR.destroy of a detached SR fails with Sr_not_attached", { features: ["SR_DETACH", "SR_DELETE"], needs: ["sr"] }, async (t) => {
+  check("SR.destroy of a detached SR fails with Sr_not_attached", { features: ["SR_DETACH", "SR_DELETE"], needs: ["sr"], advisory: TOOLSTACK_GUARDS_DETACHED }, async (t) => {
     const sr = await detached(t);
-    // If the plugin does destroy it, nothing is left for the next check or the clean-up.
-    const destroy = t.call("SR.destroy", { sr: sr.sr }).then((result) => {
+    const destroy = t.call("SR.destroy", { sr: sr.sr }).then(async (result) => {
       sr.destroyed = true;
+      // A toolstack would not have let the SR go: make it again, detached, for the checks after this one.
+      if (t.hasFeature("SR_CREATE")) {
+        sr.configuration = await t.call("SR.create", { uuid: sr.uuid, configuration: t.suite.configuration, name: sr.name, description: sr.description });
+        sr.destroyed = false;
+      }
       return result;
     });
     await expectError(destroy, "SR.destroy of a detached SR", "Sr_not_attached");
@@ -120,7 +126,7 @@ export const srTeardownChecks: Check[] = [
     }
     t.defer("destroy the re-attached SR", () => t.call("SR.destroy", { sr: again }));
     await expectError(t.call("Volume.stat", { sr: again, key: volume.key }), `Volume.stat of volume ${volume.key} after SR.destroy`);
-    if (t.declares("SR_SCAN")) {
+    if (t.hasFeature("SR_SCAN")) {
       const left = await t.call("SR.ls", { sr: again });
       expect(left.length === 0, `after SR.destroy, attaching the configuration again lists ${left.length} volume(s)`);
     }
