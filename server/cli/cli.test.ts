@@ -9,6 +9,7 @@ import { METHOD_NAMES } from "../storage/interface.ts";
 
 const HANGAR = resolve(import.meta.dirname, "../../bin/hangar");
 const PYTHON_ROOT = resolve(import.meta.dirname, "../storage/fixtures/python-root");
+const XAPI_ROOT = resolve(import.meta.dirname, "../storage/fixtures/xapi-root");
 
 interface Run {
   code: number | null;
@@ -103,7 +104,10 @@ describe("bin/hangar", { concurrency: 3 }, () => {
       assert.ok(lines.includes("volume scratch  (org.example.storage.scratch)"));
       assert.ok(lines.includes("  name:         Scratch SR — Raw files in a directory (Python test fixture)"));
       assert.ok(lines.includes("  version:      1.2.3   vendor: Example Storage Co   requires API 5.0"));
-      assert.ok(lines.includes("  features:     SR_ATTACH SR_DETACH SR_CREATE SR_PROBE SR_STATS VDI_CREATE VDI_DELETE VDI_SNAPSHOT"));
+      assert.ok(lines.includes("  declared:     SR_ATTACH SR_DETACH SR_CREATE SR_PROBE SR_STATS VDI_CREATE VDI_DELETE VDI_SNAPSHOT"));
+      assert.ok(lines.includes("  derived:      SR_SCAN (SR.ls), SR_UPDATE (SR.stat), VDI_UPDATE (Volume.stat), VDI_ATTACH (toolstack), VDI_DETACH (toolstack), VDI_ACTIVATE (toolstack), VDI_DEACTIVATE (toolstack), VDI_INTRODUCE (toolstack)"));
+      assert.ok(lines.includes("  declared:     NONPERSISTENT"));
+      assert.equal(lines.filter((line) => line.startsWith("  derived:")).length, 1, "a datapath plugin has no derived features");
       assert.ok(lines.includes("    path: Directory that holds the SR"));
       assert.ok(lines.includes("datapath loop  (loop)"));
       assert.ok(lines.includes("  configuration: (none)"));
@@ -141,6 +145,30 @@ describe("bin/hangar", { concurrency: 3 }, () => {
         ],
       );
       assert.match(String(data.skipped[1]?.reason), /cannot load kernel module nbd/);
+    });
+
+    test("declared and derived features apart: xapi's spelling VDI_DESTROY is read as VDI_DELETE", async () => {
+      const [table, data] = await Promise.all([hangar(["plugins", "--root", XAPI_ROOT]), hangar(["plugins", "--root", XAPI_ROOT, "--json"])]);
+      assert.equal(table.code, 0, table.stderr);
+      const lines = table.stdout.split("\n");
+      const at = lines.indexOf("volume simple-file  (org.xen.xapi.storage.simple-file)");
+      assert.ok(at > 0, table.stdout);
+      assert.equal(lines[at + 3], "  declared:     SR_ATTACH SR_DETACH SR_CREATE VDI_CREATE VDI_DELETE");
+      assert.equal(
+        lines[at + 4],
+        "  derived:      SR_DELETE (SR.destroy), SR_SCAN (SR.ls), SR_UPDATE (SR.stat), SR_PROBE (SR.probe), VDI_CLONE (Volume.clone), " +
+          "VDI_SNAPSHOT (Volume.snapshot), VDI_RESIZE (Volume.resize), VDI_UPDATE (Volume.stat), VDI_ATTACH (toolstack), VDI_DETACH (toolstack), " +
+          "VDI_ACTIVATE (toolstack), VDI_DEACTIVATE (toolstack), VDI_INTRODUCE (toolstack), VDI_RESET_ON_BOOT/2 (toolstack)",
+      );
+
+      const plugins = (json(data) as { plugins: Array<{ type: string; features: string[]; declaredFeatures: string[]; derivedFeatures: { feature: string; script?: string }[] }> }).plugins;
+      const simpleFile = plugins.find((p) => p.type === "simple-file");
+      assert.ok(simpleFile);
+      assert.deepEqual(simpleFile.declaredFeatures, ["SR_ATTACH", "SR_DETACH", "SR_CREATE", "VDI_CREATE", "VDI_DELETE"]);
+      assert.deepEqual(simpleFile.derivedFeatures.slice(0, 2), [{ feature: "SR_DELETE", script: "SR.destroy" }, { feature: "SR_SCAN", script: "SR.ls" }]);
+      assert.deepEqual(simpleFile.derivedFeatures.at(-1), { feature: "VDI_RESET_ON_BOOT/2" });
+      assert.deepEqual(simpleFile.features, [...simpleFile.declaredFeatures, ...simpleFile.derivedFeatures.map((d) => d.feature)], "features: the effective list");
+      assert.deepEqual(plugins.find((p) => p.type === "loop")?.derivedFeatures, []);
     });
 
     test("--root wins over HANGAR_PLUGIN_ROOT; an empty root has no plugins", async (t) => {

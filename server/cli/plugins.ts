@@ -8,6 +8,11 @@ Scans DIR/volume/* and DIR/datapath/*, calls Plugin.Query on each plugin, and li
 plugins (kind, SR type or URI scheme, name, version, vendor, required API version, features,
 configuration keys) and the skipped ones with the reason.
 
+Features are shown as the toolstack takes them. declared: what Plugin.Query lists (VDI_DESTROY read as
+VDI_DELETE). derived (volume plugins): one per method script present, the script in brackets, and those
+the toolstack adds to every volume plugin, marked (toolstack). --json gives declaredFeatures,
+derivedFeatures and features, the effective list.
+
 Options:
   --root DIR         plugin root (default: $HANGAR_PLUGIN_ROOT or the bundled server/plugins)
   --json             print JSON instead of a table
@@ -41,7 +46,17 @@ export function timeoutOption(value: string | undefined): number | undefined {
 function toJson(registry: PluginRegistry) {
   return {
     root: registry.root,
-    plugins: registry.plugins.map(({ kind, dir, path, type, query, warnings }) => ({ kind, dir, path, type, ...query, warnings })),
+    plugins: registry.plugins.map(({ kind, dir, path, type, query, declaredFeatures, derivedFeatures, features, warnings }) => ({
+      kind,
+      dir,
+      path,
+      type,
+      ...query,
+      features,
+      declaredFeatures,
+      derivedFeatures,
+      warnings,
+    })),
     skipped: registry.skipped,
   };
 }
@@ -54,7 +69,10 @@ function formatTable(registry: PluginRegistry): string {
     lines.push(`${p.kind} ${p.type}  (${p.dir})`);
     lines.push(`  name:         ${q.name} — ${q.description}`);
     lines.push(`  version:      ${q.version}   vendor: ${q.vendor}   requires API ${q.required_api_version}`);
-    lines.push(`  features:     ${q.features.join(" ") || "(none)"}`);
+    lines.push(`  declared:     ${p.declaredFeatures.join(" ") || "(none)"}`);
+    if (p.derivedFeatures.length > 0) {
+      lines.push(`  derived:      ${p.derivedFeatures.map(({ feature, script }) => `${feature} (${script ?? "toolstack"})`).join(", ")}`);
+    }
     const config = Object.entries(q.configuration);
     lines.push(`  configuration:${config.length === 0 ? " (none)" : ""}`);
     for (const [key, description] of config) lines.push(`    ${key}: ${description}`);
