@@ -13,7 +13,7 @@ test("shows the plugin root and both groups", async ({ page }) => {
   await expect(page.getByRole("region", { name: "Datapath plugins" }).getByRole("article")).toHaveCount(1);
 });
 
-test("the scratch volume plugin shows what Plugin.query declared", async ({ page }) => {
+test("the scratch volume plugin shows what Plugin.query declared, and what the toolstack derives apart", async ({ page }) => {
   const scratch = page.getByRole("region", { name: "Volume plugins" }).getByRole("article", { name: "Scratch SR" });
   await expect(scratch).toBeVisible();
   await expect(scratch).toContainText("Raw files in a directory");
@@ -23,10 +23,20 @@ test("the scratch volume plugin shows what Plugin.query declared", async ({ page
 
   const features = scratch.getByRole("list", { name: "Features" });
   const declared = ["SR_ATTACH", "SR_DETACH", "SR_CREATE", "SR_PROBE", "SR_STATS", "VDI_CREATE", "VDI_DELETE", "VDI_SNAPSHOT"];
-  await expect(features.getByRole("listitem")).toHaveCount(declared.length);
+  const fromScripts = [["SR_SCAN", "SR.ls"], ["SR_UPDATE", "SR.stat"], ["VDI_UPDATE", "Volume.stat"]];
+  const fromToolstack = ["VDI_ATTACH", "VDI_DETACH", "VDI_ACTIVATE", "VDI_DEACTIVATE", "VDI_INTRODUCE"];
+  await expect(features.getByRole("listitem")).toHaveCount(declared.length + fromScripts.length + fromToolstack.length);
   for (const feature of declared) {
     await expect(features.getByRole("listitem", { name: feature, exact: true })).toBeVisible();
   }
+  for (const [feature, script] of fromScripts) {
+    const item = features.getByRole("listitem", { name: `${feature} (derived from the ${script} script)`, exact: true });
+    await expect(item).toHaveAttribute("title", `Not declared: derived from the ${script} script`);
+  }
+  for (const feature of fromToolstack) {
+    await expect(features.getByRole("listitem", { name: `${feature} (added by the toolstack)`, exact: true })).toBeVisible();
+  }
+  await expect(features).toHaveAccessibleDescription(/not declared: the toolstack derives them from the method scripts/);
 
   const configuration = scratch.getByRole("group", { name: "Configuration" });
   await expect(configuration.getByRole("term")).toHaveText(["path"]);

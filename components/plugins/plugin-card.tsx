@@ -3,10 +3,10 @@ import { Badge } from "@/components/ui/badge.tsx";
 import { Card, CardContent, CardDescription, CardFooter, CardHeader, CardTitle } from "@/components/ui/card.tsx";
 import { cn } from "@/components/ui/cn.ts";
 import { plural, stated } from "@/components/format.ts";
-import type { TRegisteredPlugin } from "@/server/api/plugins/schema.ts";
+import type { TDerivedFeature, TRegisteredPlugin } from "@/server/api/plugins/schema.ts";
 import { PluginDiagnostics } from "./plugin-diagnostics.tsx";
 
-/** Everything a plugin declared in Plugin.query, plus what the console noticed about it. */
+/** Everything a plugin declared in Plugin.query, the features the toolstack derives, and what the console noticed. */
 export function PluginCard({ plugin }: { plugin: TRegisteredPlugin }) {
   const id = useId();
   const configuration = Object.entries(plugin.configuration);
@@ -52,17 +52,30 @@ export function PluginCard({ plugin }: { plugin: TRegisteredPlugin }) {
           <div className="flex flex-col gap-2">
             <SubHeading id={`${id}-features`}>Features</SubHeading>
             {plugin.features.length > 0 ? (
-              <ul aria-labelledby={`${id}-features`} className="flex flex-wrap gap-1.5">
-                {plugin.features.map((feature) => (
+              <ul
+                aria-labelledby={`${id}-features`}
+                aria-describedby={plugin.derivedFeatures.length > 0 ? `${id}-derived` : undefined}
+                className="flex flex-wrap gap-1.5"
+              >
+                {plugin.declaredFeatures.map((feature) => (
                   // A list item takes no name from its content; the label lets assistive tech and tests find it.
                   <li key={feature} aria-label={feature}>
                     <Badge mono>{feature}</Badge>
                   </li>
                 ))}
+                {plugin.derivedFeatures.map((derived) => (
+                  <DerivedFeature key={derived.feature} derived={derived} />
+                ))}
               </ul>
             ) : (
               <Empty>No features declared.</Empty>
             )}
+            {plugin.derivedFeatures.length > 0 ? (
+              <p id={`${id}-derived`} className="text-xs text-zinc-500 dark:text-zinc-400">
+                Dashed features are not declared: the toolstack derives them from the method scripts the plugin ships,
+                or adds them to every volume plugin.
+              </p>
+            ) : null}
           </div>
 
           <div role="group" aria-labelledby={`${id}-configuration`} className="flex flex-col gap-2">
@@ -102,6 +115,18 @@ export function PluginCard({ plugin }: { plugin: TRegisteredPlugin }) {
         <PluginDiagnostics plugin={plugin} />
       </CardFooter>
     </Card>
+  );
+}
+
+/** A feature the plugin does not declare: dashed and unfilled, and named with where it comes from. */
+function DerivedFeature({ derived: { feature, script } }: { derived: TDerivedFeature }) {
+  const origin = script === undefined ? "added by the toolstack" : `derived from the ${script} script`;
+  return (
+    <li aria-label={`${feature} (${origin})`} title={`Not declared: ${origin}`}>
+      <span className="inline-flex items-center rounded-md border border-dashed border-zinc-400 px-1.5 py-0.5 font-mono text-xs font-medium tracking-tight whitespace-nowrap text-zinc-600 dark:border-zinc-600 dark:text-zinc-400">
+        {feature}
+      </span>
+    </li>
   );
 }
 

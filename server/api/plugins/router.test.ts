@@ -8,6 +8,7 @@ import { fetchRequestHandler } from "@trpc/server/adapters/fetch";
 import { appRouter, createCaller } from "../root.ts";
 
 const fixtureRoot = resolve(import.meta.dirname, "../../storage/fixtures/python-root");
+const xapiRoot = resolve(import.meta.dirname, "../../storage/fixtures/xapi-root");
 const callerFor = (pluginRoot: string) => createCaller({ headers: new Headers(), pluginRoot });
 
 describe("plugins.list", () => {
@@ -27,7 +28,13 @@ describe("plugins.list", () => {
     assert.equal(scratch.vendor, "Example Storage Co");
     assert.equal(scratch.version, "1.2.3");
     assert.equal(scratch.required_api_version, "5.0");
-    assert.ok(scratch.features.includes("VDI_SNAPSHOT"));
+    assert.deepEqual(scratch.declaredFeatures, ["SR_ATTACH", "SR_DETACH", "SR_CREATE", "SR_PROBE", "SR_STATS", "VDI_CREATE", "VDI_DELETE", "VDI_SNAPSHOT"]);
+    assert.deepEqual(scratch.derivedFeatures.slice(0, 3), [
+      { feature: "SR_SCAN", script: "SR.ls" },
+      { feature: "SR_UPDATE", script: "SR.stat" },
+      { feature: "VDI_UPDATE", script: "Volume.stat" },
+    ]);
+    assert.deepEqual(scratch.features, [...scratch.declaredFeatures, ...scratch.derivedFeatures.map((d) => d.feature)]);
     assert.deepEqual(scratch.configuration, { path: "Directory that holds the SR" });
     assert.deepEqual(scratch.warnings, []);
     assert.equal("client" in scratch, false, "no plugin client leaks into the response");
@@ -41,6 +48,21 @@ describe("plugins.list", () => {
     );
     assert.match(scan.skipped[0]?.reason ?? "", /2\.0/);
     assert.match(scan.skipped[1]?.reason ?? "", /cannot load kernel module nbd/);
+  });
+
+  test("features as the toolstack takes them: declared (VDI_DESTROY read as VDI_DELETE), derived, effective", async () => {
+    const scan = await callerFor(xapiRoot).plugins.list();
+    const simpleFile = scan.plugins.find((p) => p.type === "simple-file");
+    assert.ok(simpleFile);
+    assert.deepEqual(simpleFile.declaredFeatures, ["SR_ATTACH", "SR_DETACH", "SR_CREATE", "VDI_CREATE", "VDI_DELETE"]);
+    assert.deepEqual(
+      simpleFile.derivedFeatures.filter((d) => d.script === undefined).map((d) => d.feature),
+      ["VDI_ATTACH", "VDI_DETACH", "VDI_ACTIVATE", "VDI_DEACTIVATE", "VDI_INTRODUCE", "VDI_RESET_ON_BOOT/2"],
+    );
+    assert.ok(simpleFile.derivedFeatures.some((d) => d.feature === "VDI_CLONE" && d.script === "Volume.clone"));
+    assert.equal(simpleFile.features.length, simpleFile.declaredFeatures.length + simpleFile.derivedFeatures.length);
+    const loop = scan.plugins.find((p) => p.kind === "datapath");
+    assert.deepEqual([loop?.declaredFeatures, loop?.derivedFeatures, loop?.features], [["NONPERSISTENT"], [], ["NONPERSISTENT"]]);
   });
 
   test("an empty plugin root lists nothing", async (t) => {

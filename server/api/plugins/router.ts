@@ -1,5 +1,5 @@
-// The plugins found in the plugin root: what each declares (Plugin.query), which were skipped and why, and
-// Plugin.diagnostics on demand. Every call rescans the root: the console keeps no registry of its own.
+// The plugins found in the plugin root: what each declares (Plugin.query) and the features the toolstack
+// derives, which were skipped and why, and Plugin.diagnostics on demand. Every call rescans the root: the console keeps no registry of its own.
 import { TRPCError } from "@trpc/server";
 import { scanPluginRoot, type PluginRegistry } from "../../storage/registry.ts";
 import { toTRPCError } from "../storage-error.ts";
@@ -43,7 +43,7 @@ async function scan(root: string): Promise<PluginRegistry> {
 function describeRegistry(registry: PluginRegistry): TListPluginsResponse {
   return {
     root: registry.root,
-    plugins: registry.plugins.map(({ kind, dir, type, query, warnings }) => ({
+    plugins: registry.plugins.map(({ kind, dir, type, query, features, declaredFeatures, derivedFeatures, warnings }) => ({
       kind,
       dir,
       type,
@@ -53,7 +53,9 @@ function describeRegistry(registry: PluginRegistry): TListPluginsResponse {
       copyright: query.copyright,
       version: query.version,
       required_api_version: query.required_api_version,
-      features: query.features,
+      features,
+      declaredFeatures,
+      derivedFeatures,
       configuration: query.configuration,
       required_cluster_stack: query.required_cluster_stack,
       warnings,

@@ -4,6 +4,12 @@ import { z } from "zod";
 
 export const ZPluginKind = z.enum(["volume", "datapath"]);
 
+export const ZDerivedFeature = z.object({
+  feature: z.string(),
+  /** The method script whose presence gives the feature; absent when the toolstack adds it to every volume plugin. */
+  script: z.string().optional(),
+});
+
 export const ZRegisteredPlugin = z.object({
   kind: ZPluginKind,
   /** Directory name in the plugin root. */
@@ -16,7 +22,12 @@ export const ZRegisteredPlugin = z.object({
   copyright: z.string(),
   version: z.string(),
   required_api_version: z.string(),
+  /** Effective features, as the toolstack takes them: declared, then derived. */
   features: z.array(z.string()),
+  /** Plugin.query's features as the toolstack reads them (VDI_DESTROY is VDI_DELETE). */
+  declaredFeatures: z.array(z.string()),
+  /** Volume plugins: features not declared that the toolstack derives or adds. */
+  derivedFeatures: z.array(ZDerivedFeature),
   /** device_config keys and what each means. */
   configuration: z.record(z.string(), z.string()),
   required_cluster_stack: z.array(z.string()),
@@ -48,6 +59,7 @@ export const ZGetPluginDiagnosticsResponse = z.object({
   diagnostics: z.string(),
 });
 
+export type TDerivedFeature = z.infer<typeof ZDerivedFeature>;
 export type TRegisteredPlugin = z.infer<typeof ZRegisteredPlugin>;
 export type TSkippedPlugin = z.infer<typeof ZSkippedPlugin>;
 export type TListPluginsResponse = z.infer<typeof ZListPluginsResponse>;
