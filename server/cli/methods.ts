@@ -1,4 +1,4 @@
-import type { z } from "zod";
+import type * as z from "zod/mini";
 import { INTERFACES, METHODS, METHOD_NAMES, interfaceOf } from "../storage/interface.ts";
 import { wireTypeName } from "../storage/wire.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
@@ -30,7 +30,7 @@ export function formatMethods(onlyInterface: string | undefined, markdown: boole
     out.push(markdown ? `## ${iface}\n\n| Method | Parameters | Result | Feature | Description |\n|---|---|---|---|---|` : `${iface}`);
     for (const name of METHOD_NAMES.filter((m) => interfaceOf(m) === iface)) {
       const spec = METHODS[name];
-      const params = ["dbg: string", ...Object.entries(spec.params as Record<string, z.ZodType>).map(([k, s]) => `${k}: ${wireTypeName(s)}`)].join(", ");
+      const params = ["dbg: string", ...Object.entries(spec.params as Record<string, z.ZodMiniType>).map(([k, s]) => `${k}: ${wireTypeName(s)}`)].join(", ");
       const result = wireTypeName(spec.result);
       const feature = spec.feature ?? "";
       out.push(

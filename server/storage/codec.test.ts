@@ -2,7 +2,7 @@
 // send (encode), through the real schemas, the method table and the codec.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { z } from "zod";
+import type * as z from "zod/mini";
 import { decodeParams, decodeResult, describeIssues, encodeParams, encodeResult } from "./codec.ts";
 import { CALLER_CODES, StorageError, parseWireError, storageErrors } from "./errors.ts";
 import { METHODS, METHOD_NAMES, type MethodName, interfaceOf, lookupMethod, paramsSchema, resultSchema } from "./interface.ts";
@@ -36,18 +36,18 @@ import {
 import { float, int, int64, wireTypeName } from "./wire.ts";
 
 /** Decodes JSON text the way the transports do: parseWireJson, then the schema. */
-function decode(schema: z.ZodType, text: string): unknown {
+function decode(schema: z.ZodMiniType, text: string): unknown {
   const parsed = schema.safeParse(parseWireJson(text));
   if (!parsed.success) throw new Error(describeIssues(parsed.error));
   return parsed.data;
 }
 
 /** Encodes a value the way the codec does: validate by the schema, then compact JSON. */
-function encode(schema: z.ZodType, value: unknown): string {
+function encode(schema: z.ZodMiniType, value: unknown): string {
   return stringifyWireJson(schema.parse(value));
 }
 
-function assertRejects(schema: z.ZodType, text: string, message: RegExp) {
+function assertRejects(schema: z.ZodMiniType, text: string, message: RegExp) {
   const parsed = schema.safeParse(parseWireJson(text));
   assert.equal(parsed.success, false, `${text} should be rejected`);
   if (!parsed.success) assert.match(describeIssues(parsed.error), message);
@@ -313,7 +313,7 @@ describe("floats", () => {
 
 describe("round trips of every type: plugin JSON → decode → encode → decode", () => {
   // [type, schema, what a plugin might print, the exact JSON we print]
-  const cases: Array<[string, z.ZodType, string, string]> = [
+  const cases: Array<[string, z.ZodMiniType, string, string]> = [
     [
       "query_result",
       ZQueryResult,
@@ -636,7 +636,7 @@ describe("the method table", () => {
       const [params, result] = SPEC[name];
       const spec = METHODS[name];
       assert.deepEqual(Object.keys(spec.params), params);
-      for (const [param, schema] of Object.entries(spec.params as Record<string, z.ZodType>)) {
+      for (const [param, schema] of Object.entries(spec.params as Record<string, z.ZodMiniType>)) {
         assert.notEqual(wireTypeName(schema), "unknown", `${name}.${param} has no wire type name`);
       }
       assert.equal(wireTypeName(spec.result), result);

@@ -1,5 +1,5 @@
 // Encoding and decoding of method parameters and results, driven by the method table.
-import type { z } from "zod";
+import type * as z from "zod/mini";
 import { CALLER_CODES, StorageError } from "./errors.ts";
 import { type MethodName, type Params, type Result, paramsSchema, resultSchema } from "./interface.ts";
 import { parseWireJson, stringifyWireJson } from "./json.ts";
@@ -9,7 +9,7 @@ import { wireTypeName } from "./wire.ts";
  * "volumes[2].virtual_size: expected int64, got "x"" — one line per problem, naming the field. `root` names
  * the value itself (a result's type), so a path that starts with an index still says what it indexes.
  */
-export function describeIssues(error: z.ZodError, root = ""): string {
+export function describeIssues(error: z.core.$ZodError, root = ""): string {
   return error.issues
     .map((issue) => {
       const path = issue.path.reduce<string>(

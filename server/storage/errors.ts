@@ -1,6 +1,6 @@
 // Errors as they travel between toolstack and plugin (compat-notes §1):
 // {"code":"SR_BACKEND_FAILURE","params":["Volume_does_not_exist","v1"],"backtrace":{...}}
-import { z } from "zod";
+import * as z from "zod/mini";
 import { ERROR_CONSTRUCTORS, type ErrorConstructor } from "./types.ts";
 
 /** Codes a caller reports for failures of its own, as xapi-storage-script does. */
@@ -20,10 +20,11 @@ export const BACKEND_FAILURE = "SR_BACKEND_FAILURE";
 
 const ZWireError = z.object({
   code: z.string(),
-  params: z.array(z.unknown()).default([]).transform((params) =>
-    params.map((p) => (typeof p === "string" ? p : JSON.stringify(p))),
+  params: z.pipe(
+    z._default(z.array(z.unknown()), []),
+    z.transform((params: unknown[]) => params.map((p) => (typeof p === "string" ? p : JSON.stringify(p)))),
   ),
-  backtrace: z.unknown().optional(),
+  backtrace: z.optional(z.unknown()),
 });
 export type WireError = { code: string; params: string[]; backtrace: { error: string; files: string[]; lines: number[] } };
 

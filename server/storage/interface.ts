@@ -1,6 +1,6 @@
 // The five interfaces as one table. The plugin client, the dispatcher of our own plugins, the CLI and the
 // method reference (`hangar methods`) are all driven by it: no per-method boilerplate anywhere else.
-import { z } from "zod";
+import * as z from "zod/mini";
 import {
   ZBackend,
   ZBlocklist,
@@ -25,8 +25,8 @@ import {
 } from "./types.ts";
 import { bool, int64, string, struct } from "./wire.ts";
 
-type Shape = Record<string, z.ZodType>;
-interface MethodSpec<P extends Shape = Shape, R extends z.ZodType = z.ZodType> {
+type Shape = Record<string, z.ZodMiniType>;
+interface MethodSpec<P extends Shape = Shape, R extends z.ZodMiniType = z.ZodMiniType> {
   params: P;
   result: R;
   doc: string;
@@ -34,7 +34,7 @@ interface MethodSpec<P extends Shape = Shape, R extends z.ZodType = z.ZodType> {
   feature?: string;
 }
 
-const method = <P extends Shape, R extends z.ZodType>(params: P, result: R, doc: string, feature?: string) =>
+const method = <P extends Shape, R extends z.ZodMiniType>(params: P, result: R, doc: string, feature?: string) =>
   ({ params, result, doc, feature }) satisfies MethodSpec<P, R>;
 
 const sr = string("sr");
@@ -118,14 +118,18 @@ export function interfaceOf(name: MethodName): InterfaceName {
   return name.slice(0, name.indexOf(".")) as InterfaceName;
 }
 
-const paramSchemas = new Map<MethodName, z.ZodType>(
-  METHOD_NAMES.map((name) => [name, struct(`${name} params`, { dbg: string(), ...METHODS[name].params })]),
-);
+// Built on first use: a plugin process checks the params of one method only.
+const paramSchemas = new Map<MethodName, z.ZodMiniType>();
 
-export function paramsSchema<M extends MethodName>(name: M): z.ZodType<Params<M>> {
-  return paramSchemas.get(name) as z.ZodType<Params<M>>;
+export function paramsSchema<M extends MethodName>(name: M): z.ZodMiniType<Params<M>> {
+  let schema = paramSchemas.get(name);
+  if (schema === undefined) {
+    schema = struct(`${name} params`, { dbg: string(), ...METHODS[name].params });
+    paramSchemas.set(name, schema);
+  }
+  return schema as z.ZodMiniType<Params<M>>;
 }
 
-export function resultSchema<M extends MethodName>(name: M): z.ZodType<Result<M>> {
-  return METHODS[name].result as unknown as z.ZodType<Result<M>>;
+export function resultSchema<M extends MethodName>(name: M): z.ZodMiniType<Result<M>> {
+  return METHODS[name].result as unknown as z.ZodMiniType<Result<M>>;
 }

@@ -1,7 +1,7 @@
 // JSON-RPC v1 for plugins served as daemons: {"method","params":[{...}],"id"} over HTTP, on TCP or a unix
 // socket. Errors come back as the same error objects scripts print.
 import { request } from "node:http";
-import { z } from "zod";
+import * as z from "zod/mini";
 import { BACKEND_FAILURE, CALLER_CODES, StorageError, parseWireError } from "./errors.ts";
 import { DEFAULT_TIMEOUT_MS } from "./exec-transport.ts";
 import { parseWireJson } from "./json.ts";

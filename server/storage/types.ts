@@ -1,6 +1,6 @@
 // Every type of the xapi-storage interface (storage-plugin-interface.md) as a schema; the TypeScript types
 // are inferred from them.
-import { z } from "zod";
+import * as z from "zod/mini";
 import { bool, float, int, int64, list, named, option, string, stringMap, struct, unit, variant } from "./wire.ts";
 
 // Plugin

@@ -1,16 +1,33 @@
 // Schema builders for the ocaml-rpc JSON encoding (compat-notes §1). Each builder accepts what real plugins
 // emit and produces the canonical value, which is also the wire form: encoding is validation by the same
 // schema followed by JSON.stringify (options omitted, variants as arrays or bare strings).
-import { z } from "zod";
+// zod/mini, not classic zod: plugin entries load this on every call, and mini costs next to nothing to load
+// (classic zod adds ~10 ms to each process start).
+import * as z from "zod/mini";
+import en from "zod/v4/locales/en.js";
 import { InexactInteger, IntegralFloat } from "./json.ts";
 
+// zod/mini says "Invalid input" unless a locale is loaded; ours name what was expected ("expected string").
+z.config(en());
+
 /** Every schema carries the interface's type name, used by the generated method reference. */
-export function named<T extends z.ZodType>(schema: T, wireType: string): T {
-  return schema.meta({ title: wireType });
+export function named<T extends z.ZodMiniType>(schema: T, wireType: string): T {
+  wireTypes.set(schema, wireType);
+  return schema;
 }
 
-export function wireTypeName(schema: z.ZodType): string {
-  return (schema.meta()?.title as string | undefined) ?? "unknown";
+const wireTypes = new WeakMap<z.ZodMiniType, string>();
+
+export function wireTypeName(schema: z.ZodMiniType): string {
+  return wireTypes.get(schema) ?? "unknown";
+}
+
+type Payload = { issues: z.core.$ZodRawIssue[] };
+
+/** Records a failure inside a transform; the transform's return value is then ignored. */
+function failWith(ctx: Payload, input: unknown, message: string): never {
+  ctx.issues.push({ code: "custom", message, input });
+  return z.NEVER;
 }
 
 const NUMERIC_STRING = /^-?\d+$/;
@@ -27,11 +44,8 @@ function describeInput(value: unknown): string {
 
 function integer(wireType: string) {
   return named(
-    z.unknown().transform((value, ctx): number => {
-      const fail = (message: string) => {
-        ctx.addIssue({ code: "custom", message });
-        return z.NEVER;
-      };
+    z.pipe(z.unknown(), z.transform((value: unknown, ctx): number => {
+      const fail = (message: string) => failWith(ctx, value, message);
       let digits: string | undefined;
       if (typeof value === "number") {
         if (Number.isSafeInteger(value)) return value;
@@ -46,7 +60,7 @@ function integer(wireType: string) {
         return fail(`${digits} cannot be represented exactly (beyond ±(2^53 − 1))`);
       }
       return Number(big);
-    }),
+    })),
     wireType,
   );
 }
@@ -56,15 +70,14 @@ export const int = () => integer("int");
 
 export const float = () =>
   named(
-    z.unknown().transform((value, ctx): number => {
+    z.pipe(z.unknown(), z.transform((value: unknown, ctx): number => {
       if (typeof value === "number" && Number.isFinite(value)) return value;
       if (value instanceof IntegralFloat) return value.value;
       // A float is approximate anyway: an integer token too large for exactness is still a valid float.
       if (value instanceof InexactInteger) return Number(value.source);
       if (typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value))) return Number(value);
-      ctx.addIssue({ code: "custom", message: `expected float, got ${describeInput(value)}` });
-      return z.NEVER;
-    }),
+      return failWith(ctx, value, `expected float, got ${describeInput(value)}`);
+    })),
     "float",
   );
 
@@ -77,17 +90,17 @@ export const unit = () => named(z.null(), "unit");
 /** `(string * string) list`, encoded as a JSON object. */
 export const stringMap = (wireType = "(string * string) list") => named(z.record(z.string(), z.string()), wireType);
 
-export const list = <T extends z.ZodType>(item: T, wireType?: string) =>
+export const list = <T extends z.ZodMiniType>(item: T, wireType?: string) =>
   named(z.array(item), wireType ?? `${wireTypeName(item)} list`);
 
 /** An optional struct member: absent (or null, which some writers send) decodes to undefined. */
-export const option = <T extends z.ZodType>(inner: T) =>
+export const option = <T extends z.ZodMiniType>(inner: T) =>
   named(
-    z.preprocess((value) => (value === null ? undefined : value), inner.optional()),
+    z.optional(z.pipe(z.nullable(inner), z.transform((value: z.output<T> | null) => (value === null ? undefined : value)))),
     `${wireTypeName(inner)} option`,
   );
 
-type Shape = Record<string, z.ZodType>;
+type Shape = Record<string, z.ZodMiniType>;
 
 /** A struct: object members matched case-insensitively, unknown members ignored. */
 export function struct<S extends Shape>(wireType: string, shape: S) {
@@ -101,18 +114,18 @@ export function struct<S extends Shape>(wireType: string, shape: S) {
     }
     return out;
   };
-  return named(z.preprocess(normalise, z.object(shape)), wireType);
+  return named(z.pipe(z.transform(normalise), z.object(shape)), wireType);
 }
 
 /** The member schemas of a struct built by `struct`, for documentation. */
-export function structShape(schema: z.ZodType): Shape | undefined {
-  const inner = schema instanceof z.ZodPipe ? schema.out : schema;
-  return inner instanceof z.ZodObject ? (inner.shape as Shape) : undefined;
+export function structShape(schema: z.ZodMiniType): Shape | undefined {
+  const inner = schema instanceof z.ZodMiniPipe ? schema.def.out : schema;
+  return inner instanceof z.ZodMiniObject ? (inner.shape as Shape) : undefined;
 }
 
-type Constructors = Record<string, z.ZodType | null>;
+type Constructors = Record<string, z.ZodMiniType | null>;
 type VariantValue<C extends Constructors> = {
-  [K in keyof C & string]: C[K] extends z.ZodType ? [K, z.output<C[K]>] : K;
+  [K in keyof C & string]: C[K] extends z.ZodMiniType ? [K, z.output<C[K]>] : K;
 }[keyof C & string];
 
 /**
@@ -123,11 +136,8 @@ export function variant<C extends Constructors>(wireType: string, constructors: 
   const tags = new Map(Object.keys(constructors).map((tag) => [tag.toLowerCase(), tag]));
   const expected = Object.keys(constructors).join(" | ");
   return named(
-    z.unknown().transform((value, ctx): VariantValue<C> => {
-      const fail = (message: string) => {
-        ctx.addIssue({ code: "custom", message });
-        return z.NEVER;
-      };
+    z.pipe(z.unknown(), z.transform((value: unknown, ctx): VariantValue<C> => {
+      const fail = (message: string) => failWith(ctx, value, message);
       const rawTag = typeof value === "string" ? value : Array.isArray(value) ? value[0] : undefined;
       if (typeof rawTag !== "string") return fail(`expected ${wireType} (${expected}), got ${describeInput(value)}`);
       const tag = tags.get(rawTag.toLowerCase());
@@ -140,11 +150,11 @@ export function variant<C extends Constructors>(wireType: string, constructors: 
       if (!Array.isArray(value) || value.length !== 2) return fail(`${tag} needs a payload: ["${tag}", …]`);
       const payload = payloadSchema.safeParse(value[1]);
       if (!payload.success) {
-        for (const issue of payload.error.issues) ctx.addIssue({ ...issue, path: [1, ...issue.path] } as never);
+        for (const issue of payload.error.issues) ctx.issues.push({ ...issue, input: value[1], path: [1, ...issue.path] } as never);
         return z.NEVER;
       }
       return [tag, payload.data] as VariantValue<C>;
-    }),
+    })),
     wireType,
   );
 }

@@ -5,11 +5,10 @@
 import fs from "node:fs";
 import { metricsDir } from "../../config.ts";
 import path from "node:path";
-import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { crc32 } from "node:zlib";
-import { z } from "zod";
+import * as z from "zod/mini";
 import { CLUSTER_SIZE } from "./layout.ts";
 import { connectSr, readSr, statement, transact, type SrConnection } from "./db.ts";
 import { deleteHandle, insertHandle, liveHandles } from "./handles.ts";
@@ -211,7 +210,8 @@ export async function runDatasourceDaemon(
 /** Starts runDatasourceDaemon in a detached background process (call it from SR.attach); returns its pid. */
 export function startDatasourceDaemon(srPath: string, dir = defaultMetricsDir(), intervalMs = 5000): number {
   const main = fileURLToPath(new URL("./datasource-daemon-main.ts", import.meta.url));
-  const child = spawn(process.execPath, [main, path.resolve(srPath), dir, String(intervalMs)], { detached: true, stdio: "ignore" });
+  // Loaded on use: most plugin calls start no process, and node:child_process costs milliseconds to load.
+  const child = process.getBuiltinModule("node:child_process").spawn(process.execPath, [main, path.resolve(srPath), dir, String(intervalMs)], { detached: true, stdio: "ignore" });
   child.unref();
   return child.pid ?? -1;
 }

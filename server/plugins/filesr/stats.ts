@@ -4,7 +4,7 @@
 // sum over totals + files only ever grows.
 import fs from "node:fs";
 import path from "node:path";
-import { z } from "zod";
+import * as z from "zod/mini";
 import { srFiles } from "./layout.ts";
 import { replaceFileSync, isTemporaryFile } from "./durable.ts";
 import { connectSr, statement, transact, type SrConnection } from "./db.ts";
@@ -27,7 +27,7 @@ const StatsFileSchema = z.object({
   process: z.object({ machine: z.string(), bootId: z.string(), pid: z.number(), pidStart: z.string() }),
   counters: z.object(Object.fromEntries(COUNTER_NAMES.map((name) => [name, z.number()])) as Record<
     (typeof COUNTER_NAMES)[number],
-    z.ZodNumber
+    z.ZodMiniNumber
   >),
 });
 

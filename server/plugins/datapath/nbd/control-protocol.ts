@@ -1,5 +1,5 @@
 // The commands plugin calls send to a volume daemon (runtime/daemon.ts `control`), checked on both sides.
-import { z } from "zod";
+import * as z from "zod/mini";
 
 const ZMode = z.enum(["none", "ro", "rw"]);
 

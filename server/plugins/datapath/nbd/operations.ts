@@ -4,7 +4,7 @@
 import { randomUUID } from "node:crypto";
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { z } from "zod";
+import * as z from "zod/mini";
 import type { Status } from "../../../storage/types.ts";
 import { operationsDir } from "./paths.ts";
 
@@ -25,9 +25,9 @@ const ZOperationRecord = z.object({
   worker: ZWorker,
   state: z.enum(["running", "succeeded", "failed"]),
   /** Copies: bytes done and to do. */
-  done: z.number().optional(),
-  total: z.number().optional(),
-  error: z.string().optional(),
+  done: z.optional(z.number()),
+  total: z.optional(z.number()),
+  error: z.optional(z.string()),
   started: z.string(),
   updated: z.string(),
 });
