@@ -171,9 +171,18 @@ describe("runScriptEntry in a real executable", { concurrency: true }, () => {
     assert.match(notObject.params[0] ?? "", /^invalid parameters: /);
   });
 
-  test("a result of the wrong type never leaves the plugin", async () => {
-    const error = errorObject(await run("Volume.create", '{"dbg":"t","sr":"s","name":"n","description":"","size":1,"sharable":false}'));
-    assert.match(error.params[0] ?? "", /^Volume\.create produced an invalid result: volume\.virtual_size: expected int64, got 1\.5/);
+  test("a result of the wrong type is not checked again in the plugin, and the caller's client refuses it", async () => {
+    const params = { dbg: "t", sr: "s", name: "n", description: "", size: 1, sharable: false };
+    const result = await run("Volume.create", JSON.stringify(params));
+    assert.equal(result.code, 0);
+    assert.match(result.stdout, /"virtual_size":1\.5/);
+    const client = createPluginClient("tsfix", createExecTransport(dir, "tsfix"));
+    await assert.rejects(client.call("Volume.create", params), (error: unknown) => {
+      assert.ok(error instanceof StorageError);
+      assert.equal(error.code, "PLUGIN_RESULT_INVALID");
+      assert.match(error.message, /volume\.virtual_size: expected int64, got 1\.5/);
+      return true;
+    });
   });
 
   test("our exec transport and client talk to it", async () => {

@@ -1,8 +1,9 @@
 // The server side of the method table: one dispatcher per plugin turns a call (script entry or JSON-RPC
 // request) into a typed function call, and any failure into the interface's error object.
-import { decodeParams, encodeResult } from "./codec.ts";
+import { readFileSync, writeSync } from "node:fs";
+import { decodeParams } from "./codec.ts";
 import { StorageError, storageErrors } from "./errors.ts";
-import { type MethodName, type Params, type Result, lookupMethod } from "./interface.ts";
+import { METHOD_NAMES, type MethodName, type Params, type Result, lookupMethod } from "./interface.ts";
 import { parseWireJson, stringifyWireJson } from "./json.ts";
 
 export type PluginImplementation = {
@@ -11,6 +12,23 @@ export type PluginImplementation = {
 
 export type DispatchOutcome = { ok: true; json: string } | { ok: false; json: string; error: StorageError };
 
+/**
+ * An implementation whose handlers, but for `eager`, live in a module loaded on first use: a plugin entry
+ * answering Plugin.Query then never loads the code (and libraries) that the other methods need.
+ */
+export function deferPlugin(eager: PluginImplementation, load: () => Promise<PluginImplementation>): PluginImplementation {
+  let loaded: Promise<PluginImplementation> | undefined;
+  const impl: Record<string, (params: never) => Promise<unknown>> = {};
+  for (const name of METHOD_NAMES) {
+    impl[name] = async (params) => {
+      const handler = (await (loaded ??= load()))[name] as ((p: never) => unknown) | undefined;
+      if (handler === undefined) throw storageErrors.unimplemented(name);
+      return handler(params);
+    };
+  }
+  return { ...impl, ...eager } as PluginImplementation;
+}
+
 /** Runs one call; never throws. `method` may be cased as scripts are named (`Plugin.Query`). */
 export async function dispatch(impl: PluginImplementation, method: string, params: unknown): Promise<DispatchOutcome> {
   try {
@@ -18,8 +36,9 @@ export async function dispatch(impl: PluginImplementation, method: string, param
     const handler = name === undefined ? undefined : (impl[name] as ((p: unknown) => unknown) | undefined);
     if (name === undefined || handler === undefined) throw storageErrors.unimplemented(method);
     const decoded = decodeParams(name, params);
-    const result = (await handler(decoded)) as Result<typeof name>;
-    return { ok: true, json: encodeResult(name, result) };
+    // Results are typed by the method table and built by our own code: not validated again here (that cost
+    // grows with e.g. SR.ls of thousands of volumes); every caller's client validates what it receives.
+    return { ok: true, json: stringifyWireJson(await handler(decoded)) };
   } catch (error) {
     const storageError = toStorageError(error);
     return { ok: false, json: stringifyWireJson(storageError.toWire()), error: storageError };
@@ -39,7 +58,9 @@ function toStorageError(error: unknown): StorageError {
  * on stdout and exit 0, or the error object on stdout and exit 1. Stack traces go to stderr only.
  */
 export async function runScriptEntry(impl: PluginImplementation, method: string): Promise<never> {
-  const input = await readStdin();
+  // Synchronous stdin and stdout: a plugin call is one line in, one line out, and the stream machinery
+  // costs more than the call itself.
+  const input = readFileSync(0, "utf8");
   let params: unknown;
   try {
     params = parseWireJson(input);
@@ -52,8 +73,23 @@ export async function runScriptEntry(impl: PluginImplementation, method: string)
       ? { ok: false as const, json: stringifyWireJson(storageErrors.backendFailure("parameters on stdin are not valid JSON").toWire()) }
       : await dispatch(impl, method, params);
   if (!outcome.ok && "error" in outcome && outcome.error.stack !== undefined) process.stderr.write(`${outcome.error.stack}\n`);
-  await new Promise<void>((resolve) => process.stdout.write(`${outcome.json}\n`, () => resolve()));
+  writeAll(1, `${outcome.json}\n`);
   process.exit(outcome.ok ? 0 : 1);
+}
+
+/** writeSync to a pipe may write part of the text (EAGAIN on a non-blocking pipe): loop until all is out. */
+function writeAll(fd: number, text: string): void {
+  const bytes = Buffer.from(text);
+  for (let offset = 0; offset < bytes.length; ) {
+    try {
+      offset += writeSync(fd, bytes, offset);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "EPIPE") return; // the caller stopped reading: nobody is left to tell
+      if (code !== "EAGAIN") throw error;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
+    }
+  }
 }
 
 /** Answers one JSON-RPC v1 request body, for plugins served as daemons. */
@@ -68,10 +104,4 @@ export async function handleJsonRpc(impl: PluginImplementation, body: string): P
   const params = Array.isArray(request?.params) ? request.params[0] : undefined;
   const outcome = await dispatch(impl, typeof request?.method === "string" ? request.method : "", params);
   return outcome.ok ? `{"result":${outcome.json},"error":null,"id":${id}}` : `{"result":null,"error":${outcome.json},"id":${id}}`;
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
 }

@@ -3,10 +3,11 @@
 // on the SR, the never-failing detach, Plugin.* answers. Each datapath supplies the hooks.
 import { hostUuid } from "../../config.ts";
 import type { PluginImplementation } from "../../storage/dispatcher.ts";
-import type { Implementation, QueryResult } from "../../storage/types.ts";
+import type { Implementation } from "../../storage/types.ts";
 import * as filesr from "../filesr/index.ts";
 import { mapErrors } from "../filesr-errors.ts";
-import { type DatapathScheme, parseVolumeUri, srUri } from "../uris.ts";
+import { parseVolumeUri, srUri } from "../uris.ts";
+import { type DatapathDescription, datapathQuery } from "./datapath-query.ts";
 import { pendingCleanups, queueCleanup, retryCleanups } from "./cleanup-queue.ts";
 import { type DatapathRecord, deleteRecord, listRecords, readRecord, requireRecord, withUriLock, writeRecord } from "./datapath-state.ts";
 
@@ -27,14 +28,6 @@ export interface DatapathHooks {
   release(volume: VolumeRef, record: DatapathRecord): Promise<void>;
   /** Throws away what open set up (e.g. a non-persistent overlay). */
   close(volume: VolumeRef, record: DatapathRecord): Promise<void>;
-}
-
-export interface DatapathDescription {
-  scheme: DatapathScheme;
-  name: string;
-  description: string;
-  features: string[];
-  version: string;
 }
 
 export function createDatapathPlugin(
@@ -66,19 +59,6 @@ export function createDatapathPlugin(
       return body(ref(uri));
     });
 
-  const query = (): QueryResult => ({
-    plugin: scheme,
-    name: info.name,
-    description: info.description,
-    vendor: "Hangar",
-    copyright: "(C) Hangar contributors",
-    version: info.version,
-    required_api_version: "5.0",
-    features: info.features,
-    configuration: {},
-    required_cluster_stack: [],
-  });
-
   const activate = (uri: string, domain: string, mode: filesr.ActivationMode) =>
     locked(uri, async (volume) => {
       const record = requireRecord(scheme, uri);
@@ -89,7 +69,7 @@ export function createDatapathPlugin(
     });
 
   return mapErrors<PluginImplementation>({
-    "Plugin.query": query,
+    "Plugin.query": () => datapathQuery(info),
     "Plugin.ls": () => [...new Set(listRecords(scheme).map((r) => srUri(parseVolumeUri(r.uri, scheme).srPath)))].sort(),
     "Plugin.diagnostics": () => {
       const records = listRecords(scheme);

@@ -1,42 +1,14 @@
-// The `file` volume plugin: an SR is a directory on a local filesystem, volumes are sparse files in
-// copy-on-write layers (server/plugins/filesr). One dispatcher; every method entry is a symlink to ../../entry.
+// The methods of the `file` volume plugin but Plugin.query (plugin.ts): loaded only by the calls that need them.
 import { existsSync } from "node:fs";
 import { hostUuid, metricsDir } from "../../../config.ts";
-import { runScriptEntry, type PluginImplementation } from "../../../storage/dispatcher.ts";
+import type { PluginImplementation } from "../../../storage/dispatcher.ts";
 import { storageErrors } from "../../../storage/errors.ts";
 import type { ProbeResult, SrStat, Volume } from "../../../storage/types.ts";
 import * as filesr from "../../filesr/index.ts";
 import { mapErrors } from "../../filesr-errors.ts";
 import { DATAPATH_SCHEMES, srPathOf, srUri, volumeUri } from "../../uris.ts";
 import { forgetAttached, listAttached, rememberAttached } from "./attached-srs.ts";
-
-const VERSION = "1.0.0";
-
-export const FEATURES = [
-  "SR_PROBE",
-  "SR_CREATE",
-  "SR_DELETE",
-  "SR_ATTACH",
-  "SR_DETACH",
-  "SR_SCAN",
-  "SR_STATS",
-  "SR_UPDATE",
-  "VDI_CREATE",
-  "VDI_DELETE",
-  "VDI_ATTACH",
-  "VDI_DETACH",
-  "VDI_ACTIVATE",
-  "VDI_DEACTIVATE",
-  "VDI_UPDATE",
-  "VDI_SNAPSHOT",
-  "VDI_CLONE",
-  "VDI_COPY",
-  "VDI_REVERT",
-  "VDI_RESIZE",
-  "VDI_CONFIG_CBT",
-  "THIN_PROVISIONING",
-  "LARGE_VDI",
-];
+import { VERSION } from "./query.ts";
 
 /** The SR directory from a configuration: key `path`, or a file:// `uri`. */
 function configuredPath(configuration: Record<string, string>): string {
@@ -118,22 +90,7 @@ async function probe(configuration: Record<string, string>): Promise<ProbeResult
   return found;
 }
 
-export const fileVolumePlugin: PluginImplementation = mapErrors<PluginImplementation>({
-  "Plugin.query": () => ({
-    plugin: "file",
-    name: "File SR",
-    description: "Volumes as sparse files with copy-on-write layers in a directory of a local filesystem",
-    vendor: "Hangar",
-    copyright: "(C) Hangar contributors",
-    version: VERSION,
-    required_api_version: "5.0",
-    features: FEATURES,
-    configuration: {
-      path: "Directory that holds the SR (created if missing; must be empty or hold a Hangar SR)",
-      uri: "Alternatively, the directory as a file:// URI",
-    },
-    required_cluster_stack: [],
-  }),
+export const methods: PluginImplementation = mapErrors<PluginImplementation>({
   "Plugin.ls": () => listAttached(),
   "Plugin.diagnostics": () => diagnostics(),
 
@@ -216,4 +173,3 @@ export const fileVolumePlugin: PluginImplementation = mapErrors<PluginImplementa
     filesr.listChangedBlocks(srPathOf(sr), key, key2, offset, length),
 });
 
-if (import.meta.main) await runScriptEntry(fileVolumePlugin, process.argv[2] ?? "");
