@@ -121,7 +121,7 @@ describe("Data.copy / Data.mirror to remotes that fail", () => {
     }
   });
 
-  test("a remote that stops answering mid-copy: Data.stat reports failed, the record says why", async (t) => {
+  test("a remote that stops answering mid-copy: Data.stat reports failed, the record and diagnostics say why", async (t) => {
     const volume = await hangar.createVolume(4 * MiB);
     const backend = new StalledBackend(volume.size);
     const server = new NbdServer();
@@ -141,6 +141,9 @@ describe("Data.copy / Data.mirror to remotes that fail", () => {
     assert.equal(record?.state, "failed");
     const reason = record.error ?? "";
     assert.ok(reason.startsWith(`NBD request to ${remote} timed out after 0.5 s (no reply to `), reason);
+    // Data.stat has no field for the reason: diagnostics shows it to the administrator.
+    const diagnostics = await hangar.nbd.call("Plugin.diagnostics", { dbg });
+    assert.match(diagnostics, new RegExp(`copy ${operation[1]} failed at \\S+: NBD request to `));
     await hangar.nbd.call("Data.destroy", { dbg, operation });
   });
 });
