@@ -19,5 +19,5 @@ export default defineConfig([
     files: ["*.config.{js,mjs,ts}"],
     rules: { "import/no-anonymous-default-export": "off" },
   },
-  globalIgnores([".next/**", "out/**", "build/**", "next-env.d.ts", "node_modules/**", "test-results/**", "playwright-report/**"]),
+  globalIgnores([".next/**", "out/**", "build/**", "next-env.d.ts", "node_modules/**", "test-results/**", "playwright-report/**", "**/.bundle/**", ".zt/**"]),
 ]);

@@ -32,6 +32,7 @@ export NEXT_TELEMETRY_DISABLED=1
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
+echo "== bundle plugins"; node server/plugins/runtime/bundle.ts
 echo "== typecheck"; tsc --noEmit -p .
 echo "== lint"; eslint --max-warnings 0 .
 
