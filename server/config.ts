@@ -1,6 +1,5 @@
 // Where Hangar keeps host-local state. Everything is overridable by environment so tests, CI and several
 // Hangar hosts on one machine stay apart.
-import { randomUUID } from "node:crypto";
 import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -31,7 +30,8 @@ export function hostUuid(): string {
   } catch {
     mkdirSync(dirname(file), { recursive: true });
     const tmp = `${file}.${process.pid}.tmp`;
-    writeFileSync(tmp, `${randomUUID()}\n`);
+    // node:crypto loaded here only: every plugin call imports this module, and only the very first needs it.
+    writeFileSync(tmp, `${process.getBuiltinModule("node:crypto").randomUUID()}\n`);
     // link() never replaces: when two first calls race, both end up reading the one that won.
     try {
       linkSync(tmp, file);

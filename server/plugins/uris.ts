@@ -22,10 +22,19 @@ export function srUri(path: string): string {
   return new URL(`file://${path}`).href;
 }
 
+const srBases = new Map<string, string>();
+/** Characters that form encoding (URLSearchParams) leaves as they are. */
+const FORM_SAFE = /^[A-Za-z0-9*._-]+$/;
+
+/** `<scheme>://<SR directory>?volume=<key>`; SR.ls builds thousands of these, so the SR part is built once. */
 export function volumeUri(scheme: DatapathScheme, srPath: string, key: string): string {
-  const url = new URL(`${scheme}://${srPath}`);
-  url.searchParams.set("volume", key);
-  return url.href;
+  const baseKey = `${scheme}:${srPath}`;
+  let base = srBases.get(baseKey);
+  if (base === undefined) {
+    base = new URL(`${scheme}://${srPath}`).href;
+    srBases.set(baseKey, base);
+  }
+  return `${base}?${FORM_SAFE.test(key) ? `volume=${key}` : new URLSearchParams({ volume: key }).toString()}`;
 }
 
 /** Parses a volume URI of one of our datapaths; a clear error for anything else. */

@@ -1,7 +1,7 @@
 // File operations whose effect survives a crash: fsync before rename, fsync the directory after.
 import fs from "node:fs";
 import path from "node:path";
-import { randomBytes } from "node:crypto";
+import { randomBytes } from "./random.ts";
 
 export function fsyncDirSync(dir: string): void {
   const fd = fs.openSync(dir, "r");

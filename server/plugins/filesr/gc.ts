@@ -8,7 +8,6 @@
 // resizes it) cancels a running merge, which then gives up at its commit.
 import fs from "node:fs";
 import path from "node:path";
-import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { CLUSTER_SIZE, clusterCount, layerFiles, srFiles } from "./layout.ts";
 import { ABSENT, DATA, ZERO, readMapSync, writeMapSync } from "./cluster-map.ts";
@@ -212,7 +211,8 @@ export async function collectGarbage(srPath: string): Promise<GcReport> {
 /** Starts collectGarbage(srPath) in a detached background process; returns its pid. */
 export function startGarbageCollector(srPath: string): number {
   const main = fileURLToPath(new URL("./gc-main.ts", import.meta.url));
-  const child = spawn(process.execPath, [main, path.resolve(srPath)], { detached: true, stdio: "ignore" });
+  // Loaded on use: most plugin calls start no process, and node:child_process costs milliseconds to load.
+  const child = process.getBuiltinModule("node:child_process").spawn(process.execPath, [main, path.resolve(srPath)], { detached: true, stdio: "ignore" });
   child.unref();
   return child.pid ?? -1;
 }

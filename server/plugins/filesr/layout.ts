@@ -5,7 +5,7 @@
 //   <sr>/layers/<token>.map    allocation map of that layer (see cluster-map.ts)
 //   <sr>/cbt/<token>.cbt       changed-block log (see cbt-log.ts)
 //   <sr>/stats/<process>.json  I/O counters of one datapath process (see stats.ts)
-import { randomBytes } from "node:crypto";
+import { randomBytes } from "./random.ts";
 import path from "node:path";
 
 /** Allocation, copy-on-write and CBT granularity: every volume size is a multiple of it. */

@@ -1,7 +1,7 @@
 // SR lifecycle: an SR is a directory holding hangar-sr.db and the layers/, cbt/, stats/ folders.
 import fs from "node:fs";
 import path from "node:path";
-import { z } from "zod";
+import * as z from "zod/mini";
 import { DB_FILE, srFiles } from "./layout.ts";
 import { fsyncDirSync, isTemporaryFile } from "./durable.ts";
 import { connectSr, createDatabase, disconnectSr, readSr, statement, transact, type SrConnection } from "./db.ts";
@@ -30,11 +30,8 @@ export interface SrStat extends SrInfo {
   clustered: false;
 }
 
-const CreateSrSchema = z.object({
-  uuid: z.uuid(),
-  name: z.string(),
-  description: z.string(),
-});
+// Built when used: its uuid check costs milliseconds to construct, and every plugin call loads this module.
+const createSrSchema = () => z.object({ uuid: z.uuid(), name: z.string(), description: z.string() });
 
 /** Entries a fresh filesystem may hold that do not make a directory "foreign". */
 const HARMLESS_ENTRIES = new Set(["lost+found"]);
@@ -61,7 +58,7 @@ function info(conn: SrConnection): SrInfo {
  * already holds an SR or anything else. The new SR is detached.
  */
 export async function createSr(srPath: string, options: { uuid: string; name: string; description: string }): Promise<SrInfo> {
-  const parsed = CreateSrSchema.safeParse(options);
+  const parsed = createSrSchema().safeParse(options);
   if (!parsed.success) throw invalid("bad_sr_options", `invalid SR options: ${z.prettifyError(parsed.error)}`);
   validateText(parsed.data.name, "name");
   validateText(parsed.data.description, "description");

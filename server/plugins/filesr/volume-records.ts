@@ -1,6 +1,6 @@
 // Volume records as the interface's `volume` struct, and the checks every caller-supplied key goes through.
 import { CLUSTER_SIZE } from "./layout.ts";
-import { randomUUID } from "node:crypto";
+import { randomUUID } from "./random.ts";
 import { nowIso, statement, type SrConnection, type VolumeRow } from "./db.ts";
 import { invalid, volumeMissing } from "./errors.ts";
 

@@ -1,7 +1,7 @@
 // Volume verbs of the control plane: create, list, stat, snapshot, clone, revert, destroy, resize, metadata.
 // Snapshot and clone cost O(metadata): the current top layer is frozen as a shared parent and the writable
 // volumes get fresh empty top layers; a read-only volume (snapshot) reads straight from a frozen layer.
-import { randomUUID } from "node:crypto";
+import { randomUUID } from "./random.ts";
 import { clusterCount, cbtLogFile, layerFiles, roundUpToCluster } from "./layout.ts";
 import { readMapSync, writeMapSync } from "./cluster-map.ts";
 import { resizeFileSync } from "./durable.ts";

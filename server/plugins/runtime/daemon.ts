@@ -1,6 +1,5 @@
 // Long-lived helpers of short-lived plugin calls (NBD servers, copy and mirror workers): started detached
 // by one call, found again by later calls through a pid file and a control socket, stopped explicitly.
-import { spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
@@ -51,7 +50,8 @@ export async function ensureDaemon(name: string, script: string, args: string[],
     if ((await findDaemon(name)) !== undefined) return;
     rmSync(p.controlSocket, { force: true });
     const log = openSync(p.log, "a");
-    const child = spawn(nodeBinary(), [script, ...args], {
+    // Loaded on use: most plugin calls start no process, and node:child_process costs milliseconds to load.
+    const child = process.getBuiltinModule("node:child_process").spawn(nodeBinary(), [script, ...args], {
       detached: true,
       stdio: ["ignore", log, log],
       env: { ...process.env, ...env, HANGAR_DAEMON_NAME: name },
