@@ -146,19 +146,26 @@ export class NbdConnection {
     this.#inFlight++;
     this.#inFlightBytes += cost;
     if (problem === null && this.#stopping) problem = new RequestError(ERRNO.ESHUTDOWN, "server is shutting down");
-    const reply = problem === null ? this.#execute(session, request, payload) : Promise.reject(problem);
-    reply
-      .catch((error: unknown): Reply => ({ parts: [this.#errorReply(session, request, error)], data: null }))
-      .then(({ parts, data }) => {
-        // The backend is done with the payload once its promise settled (ExportBackend contract).
-        if (payload !== null) this.#pool.give(payload);
-        if (!this.#socket.writable) return this.#release(cost, data);
-        // Header(s) and data leave in one writev.
-        this.#socket.cork();
-        for (let i = 0; i < parts.length - 1; i++) this.#socket.write(parts[i]!);
-        this.#socket.write(parts[parts.length - 1]!, () => this.#release(cost, data));
-        this.#socket.uncork();
-      });
+    void this.#answer(session, request, payload, problem, cost);
+  }
+
+  async #answer(session: Session, request: RequestHeader, payload: Buffer | null, problem: RequestError | null, cost: number): Promise<void> {
+    let reply: Reply;
+    try {
+      if (problem !== null) throw problem;
+      reply = await this.#execute(session, request, payload);
+    } catch (error) {
+      reply = { parts: [this.#errorReply(session, request, error)], data: null };
+    }
+    const { parts, data } = reply;
+    // The backend is done with the payload once its promise settled (ExportBackend contract).
+    if (payload !== null) this.#pool.give(payload);
+    if (!this.#socket.writable) return this.#release(cost, data);
+    // Header(s) and data leave in one writev.
+    this.#socket.cork();
+    for (let i = 0; i < parts.length - 1; i++) this.#socket.write(parts[i]!);
+    this.#socket.write(parts[parts.length - 1]!, () => this.#release(cost, data));
+    this.#socket.uncork();
   }
 
   /** A reply is out (or dropped): its data buffer can be reused and its slot freed. */
@@ -251,6 +258,19 @@ export class NbdConnection {
     const { offset, length, handleHigh, handleLow } = request;
     const segments = (request.flags & CMD_FLAG_DF) !== 0 ? [{ length, zero: false }] : await readSegments(session, request);
     const data = this.#pool.take(length);
+    if (segments.length === 1 && !segments[0]!.zero) {
+      // The usual case, all data: one read, one chunk, nothing to collect.
+      try {
+        await backend.read(offset, data);
+      } catch (error) {
+        this.#pool.give(data);
+        throw error;
+      }
+      const header = Buffer.allocUnsafe(CHUNK_HEADER_SIZE + 8);
+      writeChunkHeader(header, 0, REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, handleHigh, handleLow, 8 + length);
+      writeU64(header, offset, CHUNK_HEADER_SIZE);
+      return { parts: [header, data], data };
+    }
     const parts: Buffer[] = [];
     const reads: Promise<void>[] = [];
     let at = 0;
