@@ -7,13 +7,15 @@ import { metricsDir } from "../../config.ts";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
-import { crc32 } from "node:zlib";
 import * as z from "zod/mini";
 import { CLUSTER_SIZE } from "./layout.ts";
 import { connectSr, readSr, statement, transact, type SrConnection } from "./db.ts";
 import { deleteHandle, insertHandle, liveHandles } from "./handles.ts";
 import { datasourceUid } from "./sr.ts";
 import { readSrIo, retireDeadIoRecorders, type IoCounters } from "./stats.ts";
+
+/** node:zlib (and the stream modules it pulls in) loaded on use: most plugin calls write no datasource. */
+const crc32 = (data: Buffer): number => process.getBuiltinModule("node:zlib").crc32(data);
 
 const HEADER = "DATASOURCES";
 

@@ -3,6 +3,7 @@
 // stay exactly as a toolstack expects (../entry runs `<plugin dir>/.bundle/current/plugin.mjs` when it exists);
 // a bundle whose sources changed since it was built falls back to the sources at run time, so a stale or
 // missing bundle is only ever slower, never wrong. Built by `npm install`, `npm start`, `npm test` and the bench.
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -55,6 +56,27 @@ function importMetaOf(path: string): Array<[RegExp, string]> {
   ];
 }
 
+/**
+ * The data properties of each of Node's built-in modules as a fresh process sees them. Asked of a child
+ * process: in this one, esbuild and our own imports have already run some lazy getters (fs.ReadStream,
+ * util.TextDecoder), which then look like plain values.
+ */
+function builtinDataProperties(): Map<string, string[]> {
+  const script = `
+    const { builtinModules } = require("node:module");
+    const out = {};
+    for (const name of builtinModules) {
+      const id = name.startsWith("node:") ? name : "node:" + name;
+      let m;
+      try { m = process.getBuiltinModule(id); } catch { continue; }
+      if (m === undefined || m === null) continue;
+      out[id] = Object.keys(m).filter((k) => "value" in (Object.getOwnPropertyDescriptor(m, k) ?? {}));
+    }
+    process.stdout.write(JSON.stringify(out));`;
+  const output = execFileSync(process.execPath, ["-e", script], { encoding: "utf8", maxBuffer: 16 * 1024 * 1024, stdio: ["ignore", "pipe", "ignore"] });
+  return new Map(Object.entries(JSON.parse(output) as Record<string, string[]>));
+}
+
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
 
 /**
@@ -63,20 +85,18 @@ const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
  * per plugin call for nothing. Only data properties are exported; a bundled module that names an accessor
  * (fs.ReadStream, fs.promises) fails the build (see the warnings check) rather than getting undefined.
  */
-function builtinFacade(specifier: string): string {
-  const builtin = process.getBuiltinModule(specifier) as Record<string, unknown>;
+function builtinFacade(specifier: string, dataProperties: Map<string, string[]>): string {
+  const names = dataProperties.get(specifier);
+  if (names === undefined) throw new Error(`${specifier} is not a Node built-in module`);
   const lines = [`const m = process.getBuiltinModule(${JSON.stringify(specifier)});`, "export default m;"];
-  for (const name of Object.keys(builtin)) {
-    const descriptor = Object.getOwnPropertyDescriptor(builtin, name);
-    if (IDENTIFIER.test(name) && name !== "default" && descriptor !== undefined && "value" in descriptor) {
-      lines.push(`export const ${name} = m.${name};`);
-    }
-  }
+  // Pure calls, so esbuild drops the exports nobody imports and only the imported properties are read.
+  const read = (name: string) => `/* @__PURE__ */ (() => m.${name})()`;
+  for (const name of names) if (IDENTIFIER.test(name) && name !== "default") lines.push(`export const ${name} = ${read(name)};`);
   return lines.join("\n");
 }
 
 /** Builds one plugin's bundle into `<dir>/.bundle/<build>/` and points `<dir>/.bundle/current` at it. */
-export async function bundlePlugin(pluginDir: string): Promise<string> {
+export async function bundlePlugin(pluginDir: string, dataProperties = builtinDataProperties()): Promise<string> {
   const esbuild = await import("esbuild");
   const { readFile } = await import("node:fs/promises");
   const bundleDir = join(pluginDir, ".bundle");
@@ -106,7 +126,7 @@ export async function bundlePlugin(pluginDir: string): Promise<string> {
             resolveDir: pluginDir,
           }));
           build.onResolve({ filter: /^node:/ }, (args) => ({ path: args.path, namespace: "builtin" }));
-          build.onLoad({ filter: /.*/, namespace: "builtin" }, (args) => ({ contents: builtinFacade(args.path), loader: "js" }));
+          build.onLoad({ filter: /.*/, namespace: "builtin" }, (args) => ({ contents: builtinFacade(args.path, dataProperties), loader: "js" }));
           build.onLoad({ filter: /\.ts$/ }, async (args) => {
             if (!args.path.startsWith(SERVER_DIR)) return undefined;
             let contents = await readFile(args.path, "utf8");
@@ -152,7 +172,8 @@ function removeOldBuilds(bundleDir: string, keep: string): void {
 }
 
 export async function bundleAll(): Promise<string[]> {
-  return Promise.all(bundledPluginDirs().map((dir) => bundlePlugin(dir)));
+  const dataProperties = builtinDataProperties();
+  return Promise.all(bundledPluginDirs().map((dir) => bundlePlugin(dir, dataProperties)));
 }
 
 if (import.meta.main) {

@@ -19,11 +19,11 @@ function configuredPath(configuration: Record<string, string>): string {
   return srPathOf(given);
 }
 
+/** The library's record with the datapath URIs added (in place: SR.ls turns thousands of them). */
 function toWireVolume(srPath: string, volume: filesr.Volume): Volume {
-  return {
-    ...volume,
-    uri: DATAPATH_SCHEMES.map((scheme) => volumeUri(scheme, srPath, volume.key)),
-  };
+  const wire = volume as Volume;
+  wire.uri = DATAPATH_SCHEMES.map((scheme) => volumeUri(scheme, srPath, volume.key));
+  return wire;
 }
 
 function toWireStat(stat: filesr.SrStat): SrStat {
