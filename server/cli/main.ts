@@ -3,9 +3,10 @@ import * as call from "./call.ts";
 import * as conformance from "./conformance.ts";
 import * as methods from "./methods.ts";
 import * as plugins from "./plugins.ts";
+import * as serve from "./serve.ts";
 import { UsageError } from "./usage.ts";
 
-const COMMANDS = { plugins, call, methods, conformance } as const;
+const COMMANDS = { plugins, call, methods, conformance, serve } as const;
 
 const HELP = `hangar — drive SMAPIv3 (xapi-storage) plugins from the command line
 

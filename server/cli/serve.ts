@@ -1,0 +1,59 @@
+// `hangar serve`: runs the toolstack (XenAPI over JSON-RPC and XML-RPC, HTTP and HTTPS) until stopped.
+import { TOOLSTACK_FEATURES } from "../toolstack/features.ts";
+import { serveToolstack } from "../toolstack/serve.ts";
+import { parseCommandLine, UsageError } from "./usage.ts";
+
+export const summary = "run the toolstack service (XenAPI over JSON-RPC and XML-RPC)";
+export const help = `Usage: hangar serve [--port N] [--https-port N] [--address ADDR]
+
+Serves XenAPI at http://ADDR:PORT/jsonrpc (JSON-RPC) and http://ADDR:PORT/ (XML-RPC), and the same over
+HTTPS. State (SQLite database, TLS certificate) lives in HANGAR_DATA_DIR. On first start it creates the
+pool, this host, a default file SR, and root's password (HANGAR_ROOT_PASSWORD, else generated and printed
+once).
+
+Options:
+  --port N         HTTP port (default: $HANGAR_TOOLSTACK_PORT or 8080)
+  --https-port N   HTTPS port, 0 to pick a free one, "off" for none (default: $HANGAR_TOOLSTACK_HTTPS_PORT or 8443)
+  --address ADDR   address to bind (default: all)
+
+Environment: HANGAR_TLS_CERT / HANGAR_TLS_KEY (PEM files; default: a self-signed certificate made once),
+HANGAR_ROOT_PASSWORD, HANGAR_PLUGIN_ROOT, HANGAR_DATA_DIR.
+`;
+
+function portOption(name: string, value: string | undefined, fallback: number): number {
+  const port = Number(value ?? fallback);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`${name} must be a port number (0–65535), not "${value}"`);
+  return port;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const { values, positionals } = parseCommandLine(argv, {
+    port: { type: "string" },
+    "https-port": { type: "string" },
+    address: { type: "string" },
+  });
+  if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
+  const httpsValue = values["https-port"] ?? process.env.HANGAR_TOOLSTACK_HTTPS_PORT;
+  const service = await serveToolstack({
+    port: portOption("--port", values.port ?? process.env.HANGAR_TOOLSTACK_PORT, 8080),
+    httpsPort: httpsValue === "off" ? null : portOption("--https-port", httpsValue, 8443),
+    address: values.address,
+    tlsCert: process.env.HANGAR_TLS_CERT,
+    tlsKey: process.env.HANGAR_TLS_KEY,
+    rootPassword: process.env.HANGAR_ROOT_PASSWORD,
+    features: TOOLSTACK_FEATURES,
+    onGeneratedPassword: (password) =>
+      process.stdout.write(`root password (shown once, stored hashed; set HANGAR_ROOT_PASSWORD to choose one): ${password}\n`),
+  });
+  const where = values.address ?? "0.0.0.0";
+  process.stdout.write(
+    `toolstack listening: http://${where}:${service.httpPort}/` + (service.httpsPort === null ? "" : `, https://${where}:${service.httpsPort}/`) + "\n",
+  );
+  await new Promise<void>((resolve) => {
+    const stop = () => resolve();
+    process.once("SIGTERM", stop);
+    process.once("SIGINT", stop);
+  });
+  await service.close();
+  return 0;
+}

@@ -1,0 +1,24 @@
+// task.*: the stored task records with their getters, create (a client's own task, e.g. for /import),
+// cancel and destroy.
+import { method } from "../xenapi/methods.ts";
+import { zRef, zString } from "../xenapi/params.ts";
+import { xenErrors } from "../xenapi/errors.ts";
+import { objectGetters } from "./getters.ts";
+
+export const taskCalls = [
+  ...objectGetters("task", ["status", "progress", "result", "error_info", "name_label", "name_description", "created", "finished", "allowed_operations", "other_config", "resident_on", "uuid"]),
+  method("task.create", [["label", zString], ["description", zString]], ({ ts }, label, description) =>
+    ts.tasks.create({ name_label: label, name_description: description }),
+  { async: false }),
+  method("task.cancel", [["task", zRef]], async ({ ts }, ref) => {
+    await ts.tasks.cancel(ref);
+  }, { async: false }),
+  method("task.destroy", [["self", zRef]], async ({ ts }, ref) => {
+    if (ts.tasks.isRunning(ref)) throw xenErrors.operationNotAllowed(`task ${ref} is still running: cancel it first`);
+    await ts.objects.destroy("task", ref);
+  }, { async: false }),
+  method("task.set_status", [["self", zRef], ["value", zString]], async ({ ts }, ref, status) => {
+    if (!["pending", "success", "failure", "cancelling", "cancelled"].includes(status)) throw xenErrors.invalidValue("status", status);
+    await ts.objects.set("task", ref, { status });
+  }, { async: false }),
+];

@@ -1,0 +1,66 @@
+// Schema migrations, applied in order, each in one transaction, recorded in schema_migrations. Every
+// statement runs unchanged on SQLite and PostgreSQL.
+import type { Database } from "./database.ts";
+
+const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
+  {
+    version: 1,
+    statements: [
+      // Every XenAPI object the toolstack owns (pool, host, SR, VM, VBD, VIF, network, task) as its full
+      // record; the columns beside it are what lookups go by. VDIs are not here: the plugins own volumes.
+      `CREATE TABLE objects (
+         ref TEXT PRIMARY KEY,
+         class TEXT NOT NULL,
+         uuid TEXT NOT NULL UNIQUE,
+         name_label TEXT NOT NULL,
+         record TEXT NOT NULL)`,
+      "CREATE INDEX objects_by_class ON objects (class, name_label)",
+      `CREATE TABLE users (
+         name TEXT PRIMARY KEY,
+         password_hash TEXT NOT NULL,
+         created TEXT NOT NULL)`,
+      `CREATE TABLE sessions (
+         ref TEXT PRIMARY KEY,
+         uuid TEXT NOT NULL UNIQUE,
+         user_name TEXT NOT NULL,
+         originator TEXT NOT NULL,
+         created TEXT NOT NULL,
+         last_active BIGINT NOT NULL)`,
+      `CREATE TABLE events (
+         id BIGINT PRIMARY KEY,
+         class TEXT NOT NULL,
+         ref TEXT NOT NULL,
+         operation TEXT NOT NULL,
+         timestamp TEXT NOT NULL,
+         snapshot TEXT)`,
+      "CREATE TABLE counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+      "INSERT INTO counters (name, value) VALUES ('event', 0)",
+      // Where a VDI lives (its SR and volume key), so a ref finds its plugin without listing every SR.
+      // A locator, not a copy: the record itself always comes from the plugin.
+      `CREATE TABLE vdi_locations (
+         ref TEXT PRIMARY KEY,
+         uuid TEXT NOT NULL UNIQUE,
+         sr_ref TEXT NOT NULL,
+         volume_key TEXT NOT NULL)`,
+      "CREATE INDEX vdi_locations_by_sr ON vdi_locations (sr_ref, volume_key)",
+    ],
+  },
+];
+
+export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+/** Brings the schema up to date; refuses a database made by a newer Hangar. */
+export async function migrate(db: Database): Promise<void> {
+  await db.run("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied TEXT NOT NULL)");
+  const row = await db.get<{ version: number | null }>("SELECT MAX(version) AS version FROM schema_migrations");
+  const current = Number(row?.version ?? 0);
+  if (current > SCHEMA_VERSION) {
+    throw new Error(`the database has schema version ${current}, newer than this Hangar's ${SCHEMA_VERSION}: upgrade Hangar`);
+  }
+  for (const migration of MIGRATIONS.filter((m) => m.version > current)) {
+    await db.transaction(async (tx) => {
+      for (const statement of migration.statements) await tx.run(statement);
+      await tx.run("INSERT INTO schema_migrations (version, applied) VALUES (?, ?)", [migration.version, new Date().toISOString()]);
+    });
+  }
+}

@@ -1,0 +1,169 @@
+// The event log behind event.from / event.inject: one row per committed change, numbered by a counter kept
+// in the database (so several hosts sharing one database number them alike). A token is the number of the
+// last event a client has seen; the log keeps the latest MAX_EVENTS, and a token older than that gets
+// EVENTS_LOST (the client then reads everything again, as xapi clients do).
+import type { Database, Queryable } from "./db/database.ts";
+import { xenErrors } from "./xenapi/errors.ts";
+import { present, type XenRecord, type XenValue } from "./xenapi/values.ts";
+
+const MAX_EVENTS = 10_000;
+/** How often a waiting event.from looks at the database for events another process committed. */
+const POLL_MS = 1000;
+
+interface EventRow {
+  id: number;
+  class: string;
+  ref: string;
+  operation: string;
+  timestamp: string;
+  snapshot: string | null;
+}
+
+/** Lists the current objects of a class (for a token of "" and for valid_ref_counts). */
+export type ClassLister = () => Promise<Array<{ ref: string; record: XenRecord }>>;
+
+export interface EventBatch {
+  events: XenValue[];
+  valid_ref_counts: Record<string, number>;
+  token: string;
+}
+
+export class EventLog {
+  readonly #db: Database;
+  readonly #waiters = new Set<() => void>();
+  readonly #listers = new Map<string, ClassLister>();
+  #appended = 0;
+
+  constructor(db: Database) {
+    this.#db = db;
+  }
+
+  /** Registers how to list a class's objects (every class event.from can name). */
+  registerClass(cls: string, lister: ClassLister): void {
+    this.#listers.set(cls, lister);
+  }
+
+  /** The class as registered, whatever its case (xapi's clients write "vm" and "VM" alike). */
+  canonicalClass(name: string): string | undefined {
+    const lower = name.toLowerCase();
+    return [...this.#listers.keys()].find((cls) => cls.toLowerCase() === lower);
+  }
+
+  get classes(): string[] {
+    return [...this.#listers.keys()];
+  }
+
+  /** Appends an event inside the caller's transaction; waiting readers are woken. */
+  async append(tx: Queryable, cls: string, ref: string, operation: "add" | "mod" | "del", snapshot: XenRecord | null): Promise<number> {
+    await tx.run("UPDATE counters SET value = value + 1 WHERE name = 'event'");
+    const id = Number((await tx.get<{ value: number }>("SELECT value FROM counters WHERE name = 'event'"))!.value);
+    await tx.run("INSERT INTO events (id, class, ref, operation, timestamp, snapshot) VALUES (?, ?, ?, ?, ?, ?)", [
+      id,
+      cls,
+      ref,
+      operation,
+      (Date.now() / 1000).toFixed(3),
+      snapshot === null ? null : JSON.stringify(snapshot),
+    ]);
+    if (++this.#appended % 1000 === 0) await tx.run("DELETE FROM events WHERE id <= ?", [id - MAX_EVENTS]);
+    // Woken readers query after this transaction: the database serialises them behind it.
+    setImmediate(() => this.#wake());
+    return id;
+  }
+
+  /** An event for an object outside any other change (event.inject, VDI changes made through plugins). */
+  record(cls: string, ref: string, operation: "add" | "mod" | "del", snapshot: XenRecord | null): Promise<number> {
+    return this.#db.transaction((tx) => this.append(tx, cls, ref, operation, snapshot));
+  }
+
+  async currentToken(): Promise<string> {
+    const row = await this.#db.get<{ value: number }>("SELECT value FROM counters WHERE name = 'event'");
+    return String(Number(row?.value ?? 0));
+  }
+
+  #wake(): void {
+    for (const wake of [...this.#waiters]) wake();
+  }
+
+  /**
+   * event.from: events after `token` for `classes` ("*" for all; "task/OpaqueRef:…" for one object),
+   * waiting up to `timeout` seconds for the first. Token "" answers the current objects as "add" events.
+   */
+  async from(classes: readonly string[], token: string, timeout: number): Promise<EventBatch> {
+    const wanted = this.#resolveClasses(classes);
+    if (token === "") return this.#snapshot(wanted);
+    if (!/^\d+$/.test(token)) throw xenErrors.invalidValue("token", token);
+    const after = Number(token);
+    const deadline = Date.now() + Math.max(0, timeout) * 1000;
+    for (;;) {
+      const oldest = await this.#db.get<{ id: number | null }>("SELECT MIN(id) AS id FROM events");
+      if (oldest?.id !== null && oldest?.id !== undefined && after < Number(oldest.id) - 1) throw xenErrors.eventsLost();
+      const rows = await this.#db.all<EventRow>("SELECT * FROM events WHERE id > ? ORDER BY id LIMIT 1000", [after]);
+      const matching = rows.filter((row) => wanted.matches(row.class, row.ref));
+      const last = rows.length > 0 ? String(rows[rows.length - 1]!.id) : token;
+      if (matching.length > 0 || Date.now() >= deadline) {
+        return { events: matching.map(toEvent), valid_ref_counts: await this.#counts(wanted.classes), token: last };
+      }
+      await this.#wait(Math.min(POLL_MS, deadline - Date.now()));
+    }
+  }
+
+  #wait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiters.add(done);
+    });
+  }
+
+  #resolveClasses(names: readonly string[]): { classes: string[]; matches(cls: string, ref: string): boolean } {
+    if (names.includes("*")) return { classes: this.classes, matches: () => true };
+    const whole = new Set<string>();
+    const single = new Set<string>();
+    for (const name of names) {
+      const [clsName, ref] = name.split("/", 2) as [string, string | undefined];
+      const cls = this.canonicalClass(clsName);
+      if (cls === undefined) continue; // xapi ignores classes it does not know
+      if (ref === undefined) whole.add(cls);
+      else single.add(`${cls}/${ref}`);
+    }
+    const classes = [...new Set([...whole, ...[...single].map((s) => s.split("/")[0]!)])];
+    return { classes, matches: (cls, ref) => whole.has(cls) || single.has(`${cls}/${ref}`) };
+  }
+
+  async #counts(classes: readonly string[]): Promise<Record<string, number>> {
+    const counts: Record<string, number> = {};
+    for (const cls of classes) counts[cls] = (await this.#listers.get(cls)!()).length;
+    return counts;
+  }
+
+  async #snapshot(wanted: { classes: string[] }): Promise<EventBatch> {
+    const token = await this.currentToken();
+    const events: XenValue[] = [];
+    const counts: Record<string, number> = {};
+    for (const cls of wanted.classes) {
+      const objects = await this.#listers.get(cls)!();
+      counts[cls] = objects.length;
+      for (const { ref, record } of objects) {
+        events.push({ id: token, timestamp: (Date.now() / 1000).toFixed(3), class: cls, operation: "add", ref, snapshot: present(cls, record) });
+      }
+    }
+    return { events, valid_ref_counts: counts, token };
+  }
+}
+
+function toEvent(row: EventRow): XenValue {
+  const event: Record<string, XenValue> = {
+    id: String(row.id),
+    timestamp: row.timestamp,
+    class: row.class,
+    operation: row.operation,
+    ref: row.ref,
+  };
+  if (row.snapshot !== null) event.snapshot = present(row.class, JSON.parse(row.snapshot) as XenRecord);
+  return event;
+}

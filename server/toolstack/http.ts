@@ -1,0 +1,112 @@
+// The toolstack's HTTP(S) front: XenAPI over JSON-RPC (POST /jsonrpc) and XML-RPC (POST / and /xmlrpc),
+// with a cap on body size; other paths (the /import and /export family) are added as routes.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Toolstack } from "./toolstack.ts";
+import { toXenApiError } from "./xenapi/errors.ts";
+import {
+  formatJsonRpcError,
+  formatJsonRpcRequestError,
+  formatJsonRpcResult,
+  JsonRpcRequestError,
+  parseJsonRpcCall,
+} from "./xenapi/json-rpc.ts";
+import { invokeSafely } from "./xenapi/methods.ts";
+import { formatXmlRpcFailure, formatXmlRpcSuccess, parseXmlRpcCall, XmlRpcParseError } from "./xenapi/xml-rpc.ts";
+
+/** Largest API request body accepted (HANGAR_API_MAX_BODY bytes); uploads go to /import, not here. */
+export const DEFAULT_MAX_API_BODY = 16 * 1024 * 1024;
+
+export type Route = (ts: Toolstack, request: IncomingMessage, response: ServerResponse, url: URL) => Promise<void>;
+
+export interface HttpOptions {
+  maxApiBody?: number;
+  /** Further routes by path, without a trailing slash (e.g. "/import"). */
+  routes?: Record<string, Route>;
+}
+
+class BodyTooLarge extends Error {}
+
+async function readBody(request: IncomingMessage, limit: number): Promise<string> {
+  const declared = Number(request.headers["content-length"] ?? 0);
+  if (declared > limit) throw new BodyTooLarge();
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new BodyTooLarge();
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function send(response: ServerResponse, status: number, contentType: string, body: string): void {
+  response.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(body) });
+  response.end(body);
+}
+
+async function serveJsonRpc(ts: Toolstack, request: IncomingMessage, response: ServerResponse, limit: number): Promise<void> {
+  const type = String(request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  if (type !== "application/json") {
+    send(response, 415, "text/plain", "JSON-RPC needs content-type application/json\n");
+    return;
+  }
+  let text: string;
+  try {
+    text = await readBody(request, limit);
+  } catch (error) {
+    if (error instanceof BodyTooLarge) return send(response, 413, "text/plain", `request body larger than ${limit} bytes\n`);
+    throw error;
+  }
+  let call;
+  try {
+    call = parseJsonRpcCall(text);
+  } catch (error) {
+    if (error instanceof JsonRpcRequestError) return send(response, 200, "application/json", formatJsonRpcRequestError(error));
+    throw error;
+  }
+  const outcome = await invokeSafely(ts, call.method, call.params);
+  send(response, 200, "application/json", outcome.ok ? formatJsonRpcResult(call, outcome.value) : formatJsonRpcError(call, outcome.error));
+}
+
+async function serveXmlRpc(ts: Toolstack, request: IncomingMessage, response: ServerResponse, limit: number): Promise<void> {
+  let text: string;
+  try {
+    text = await readBody(request, limit);
+  } catch (error) {
+    if (error instanceof BodyTooLarge) return send(response, 413, "text/plain", `request body larger than ${limit} bytes\n`);
+    throw error;
+  }
+  let call;
+  try {
+    call = parseXmlRpcCall(text);
+  } catch (error) {
+    if (error instanceof XmlRpcParseError) return send(response, 200, "text/xml", formatXmlRpcFailure(["XMLRPC_UNMARSHAL_FAILURE", error.message]));
+    throw error;
+  }
+  const outcome = await invokeSafely(ts, call.method, call.params);
+  send(response, 200, "text/xml", outcome.ok ? formatXmlRpcSuccess(outcome.value) : formatXmlRpcFailure(outcome.error.description));
+}
+
+/** The request handler shared by the HTTP and HTTPS servers. */
+export function createHandler(ts: Toolstack, options: HttpOptions = {}) {
+  const limit = options.maxApiBody ?? DEFAULT_MAX_API_BODY;
+  return (request: IncomingMessage, response: ServerResponse): void => {
+    const url = new URL(request.url ?? "/", "http://toolstack");
+    const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, "") : url.pathname;
+    const route = options.routes?.[path];
+    const work =
+      route !== undefined
+        ? route(ts, request, response, url)
+        : request.method === "POST" && path === "/jsonrpc"
+          ? serveJsonRpc(ts, request, response, limit)
+          : request.method === "POST" && (path === "/" || path === "/xmlrpc" || path === "/RPC2")
+            ? serveXmlRpc(ts, request, response, limit)
+            : Promise.resolve(send(response, 404, "text/plain", `no such resource: ${request.method} ${url.pathname}\n`));
+    work.catch((error: unknown) => {
+      // A bug, never the caller's fault: answer 500 if we still can; the service keeps serving.
+      console.error(`${request.method} ${url.pathname}:`, error);
+      if (!response.headersSent) send(response, 500, "text/plain", `${toXenApiError(error).message}\n`);
+      else response.destroy();
+    });
+  };
+}

@@ -1,0 +1,102 @@
+// `hangar serve`: the toolstack on HTTP and HTTPS. The certificate is HANGAR_TLS_CERT / HANGAR_TLS_KEY, or a
+// self-signed one made on first start and kept in the data dir (as a fresh XenServer host makes its own).
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer, type Server } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { generate } from "selfsigned";
+import { createHandler, type HttpOptions } from "./http.ts";
+import { type Feature, openToolstack, type Toolstack, type ToolstackOptions } from "./toolstack.ts";
+
+export interface ServeOptions extends ToolstackOptions, HttpOptions {
+  /** 0 picks a free port. */
+  port: number;
+  /** null: no HTTPS. */
+  httpsPort: number | null;
+  /** Address to bind (default all). */
+  address?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  features?: Feature[];
+}
+
+export interface RunningToolstack {
+  ts: Toolstack;
+  http: Server;
+  https: Server | null;
+  httpPort: number;
+  httpsPort: number | null;
+  close(): Promise<void>;
+}
+
+async function tlsMaterial(dataDir: string, certPath?: string, keyPath?: string): Promise<{ cert: string; key: string }> {
+  if (certPath || keyPath) {
+    if (!certPath || !keyPath) throw new Error("HANGAR_TLS_CERT and HANGAR_TLS_KEY go together");
+    return { cert: readFileSync(certPath, "utf8"), key: readFileSync(keyPath, "utf8") };
+  }
+  const dir = join(dataDir, "tls");
+  const cert = join(dir, "server.crt");
+  const key = join(dir, "server.key");
+  if (!existsSync(cert) || !existsSync(key)) {
+    const name = hostname();
+    const made = await generate([{ name: "commonName", value: name }], {
+      keySize: 2048,
+      notAfterDate: new Date(Date.now() + 10 * 365 * 24 * 60 * 60 * 1000),
+      extensions: [{ name: "subjectAltName", altNames: [{ type: 2, value: name }, { type: 2, value: "localhost" }, { type: 7, ip: "127.0.0.1" }] }],
+    });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    writeFileSync(key, made.private, { mode: 0o600 });
+    writeFileSync(cert, made.cert);
+  }
+  return { cert: readFileSync(cert, "utf8"), key: readFileSync(key, "utf8") };
+}
+
+function listen(server: Server, port: number, address?: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, address, () => {
+      server.off("error", reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+export async function serveToolstack(options: ServeOptions): Promise<RunningToolstack> {
+  const ts = await openToolstack(options, options.features ?? []);
+  try {
+    const handler = createHandler(ts, options);
+    const http = createHttpServer(handler);
+    // event.from holds a request up to a minute; the defaults would cut it.
+    http.requestTimeout = 0;
+    const httpPort = await listen(http, options.port, options.address);
+    let https: Server | null = null;
+    let httpsPort: number | null = null;
+    if (options.httpsPort !== null) {
+      https = createHttpsServer(await tlsMaterial(ts.dataDir, options.tlsCert, options.tlsKey), handler);
+      https.requestTimeout = 0;
+      httpsPort = await listen(https, options.httpsPort, options.address);
+    }
+    return {
+      ts,
+      http,
+      https,
+      httpPort,
+      httpsPort,
+      close: async () => {
+        const stop = (server: Server | null) =>
+          new Promise<void>((resolve) => {
+            if (server === null) return resolve();
+            server.close(() => resolve());
+            server.closeAllConnections();
+          });
+        await Promise.all([stop(http), stop(https)]);
+        await ts.close();
+      },
+    };
+  } catch (error) {
+    await ts.close();
+    throw error;
+  }
+}

@@ -1,0 +1,128 @@
+// Users (scrypt password hashes) and sessions. A session lives while it is used: one idle longer than the
+// timeout is gone. root's password comes from HANGAR_ROOT_PASSWORD, or is generated on first start and
+// printed once; only its hash is kept.
+import { randomBytes, scrypt, timingSafeEqual } from "node:crypto";
+import { promisify } from "node:util";
+import type { Database } from "./db/database.ts";
+import { xenErrors } from "./xenapi/errors.ts";
+import { newRef, xenDate } from "./xenapi/values.ts";
+
+const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, keylen: number, options: { N: number; r: number; p: number }) => Promise<Buffer>;
+const SCRYPT = { N: 16384, r: 8, p: 1 } as const;
+const KEY_LENGTH = 32;
+/** last_active is written at most this often per session (each call would otherwise be a write). */
+const TOUCH_INTERVAL_MS = 30_000;
+
+export interface Session {
+  ref: string;
+  uuid: string;
+  userName: string;
+  originator: string;
+  created: string;
+  lastActive: number;
+}
+
+interface SessionRow {
+  ref: string;
+  uuid: string;
+  user_name: string;
+  originator: string;
+  created: string;
+  last_active: number;
+}
+
+export async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16);
+  const key = await scryptAsync(password, salt, KEY_LENGTH, SCRYPT);
+  return `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString("base64")}$${key.toString("base64")}`;
+}
+
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const [scheme, n, r, p, salt, key] = stored.split("$");
+  if (scheme !== "scrypt" || salt === undefined || key === undefined) return false;
+  const expected = Buffer.from(key, "base64");
+  const actual = await scryptAsync(password, Buffer.from(salt, "base64"), expected.length, { N: Number(n), r: Number(r), p: Number(p) });
+  return timingSafeEqual(actual, expected);
+}
+
+export class Sessions {
+  readonly #db: Database;
+  readonly #timeoutMs: number;
+
+  constructor(db: Database, options: { timeoutMs: number }) {
+    this.#db = db;
+    this.#timeoutMs = options.timeoutMs;
+  }
+
+  /**
+   * Makes sure root can log in: HANGAR_ROOT_PASSWORD (when given) is root's password; with none given and no
+   * root yet, one is generated and answered so the caller can print it once.
+   */
+  async ensureRoot(password: string | undefined): Promise<{ generated?: string }> {
+    const existing = await this.#db.get<{ password_hash: string }>("SELECT password_hash FROM users WHERE name = 'root'");
+    if (password !== undefined && password !== "") {
+      if (existing !== undefined && (await verifyPassword(password, existing.password_hash))) return {};
+      await this.setPassword("root", password);
+      return {};
+    }
+    if (existing !== undefined) return {};
+    const generated = randomBytes(12).toString("base64url");
+    await this.setPassword("root", generated);
+    return { generated };
+  }
+
+  async setPassword(user: string, password: string): Promise<void> {
+    const hash = await hashPassword(password);
+    await this.#db.transaction(async (tx) => {
+      const changed = await tx.run("UPDATE users SET password_hash = ? WHERE name = ?", [hash, user]);
+      if (changed === 0) await tx.run("INSERT INTO users (name, password_hash, created) VALUES (?, ?, ?)", [user, hash, new Date().toISOString()]);
+    });
+  }
+
+  async login(user: string, password: string, originator: string): Promise<Session> {
+    const row = await this.#db.get<{ password_hash: string }>("SELECT password_hash FROM users WHERE name = ?", [user]);
+    // The same work whether or not the user exists: the answer time tells nothing.
+    const ok = row === undefined ? (await hashPassword(password), false) : await verifyPassword(password, row.password_hash);
+    if (!ok) throw xenErrors.sessionAuthenticationFailed(user);
+    const session: Session = {
+      ref: newRef(),
+      uuid: crypto.randomUUID(),
+      userName: user,
+      originator,
+      created: xenDate(),
+      lastActive: Date.now(),
+    };
+    await this.#db.run("INSERT INTO sessions (ref, uuid, user_name, originator, created, last_active) VALUES (?, ?, ?, ?, ?, ?)", [
+      session.ref,
+      session.uuid,
+      session.userName,
+      session.originator,
+      session.created,
+      session.lastActive,
+    ]);
+    return session;
+  }
+
+  /** The live session of a ref (its idle clock restarted), or SESSION_INVALID. */
+  async check(ref: unknown): Promise<Session> {
+    if (typeof ref !== "string") throw xenErrors.sessionInvalid(String(ref));
+    const row = await this.#db.get<SessionRow>("SELECT * FROM sessions WHERE ref = ?", [ref]);
+    const now = Date.now();
+    if (row === undefined) throw xenErrors.sessionInvalid(ref);
+    if (now - Number(row.last_active) > this.#timeoutMs) {
+      await this.#db.run("DELETE FROM sessions WHERE ref = ?", [ref]);
+      throw xenErrors.sessionInvalid(ref);
+    }
+    if (now - Number(row.last_active) > TOUCH_INTERVAL_MS) await this.#db.run("UPDATE sessions SET last_active = ? WHERE ref = ?", [now, ref]);
+    return { ref: row.ref, uuid: row.uuid, userName: row.user_name, originator: row.originator, created: row.created, lastActive: now };
+  }
+
+  async logout(ref: string): Promise<void> {
+    await this.#db.run("DELETE FROM sessions WHERE ref = ?", [ref]);
+  }
+
+  /** Removes sessions idle past the timeout; answers how many. */
+  async expire(): Promise<number> {
+    return this.#db.run("DELETE FROM sessions WHERE last_active < ?", [Date.now() - this.#timeoutMs]);
+  }
+}

@@ -1,0 +1,38 @@
+// How the toolstack reaches plugins: the registry of the plugin root (scanned at start, again on demand),
+// the volume plugin of an SR type and the datapath plugin for a volume's URIs, exactly as a host's
+// toolstack calls them (compat-notes §1).
+import { chooseDatapath, defaultPluginRoot, type PluginRegistry, type RegisteredPlugin, scanPluginRoot } from "../storage/registry.ts";
+import { xenErrors } from "./xenapi/errors.ts";
+
+export class Storage {
+  readonly root: string;
+  #registry: PluginRegistry | undefined;
+
+  constructor(root = process.env.HANGAR_PLUGIN_ROOT || defaultPluginRoot()) {
+    this.root = root;
+  }
+
+  async registry(): Promise<PluginRegistry> {
+    this.#registry ??= await scanPluginRoot(this.root);
+    return this.#registry;
+  }
+
+  /** Scans the plugin root again (SR.create of a type not seen yet, or an operator's request). */
+  async rescan(): Promise<PluginRegistry> {
+    this.#registry = await scanPluginRoot(this.root);
+    return this.#registry;
+  }
+
+  /** The volume plugin serving SRs of `type`, or SR_UNKNOWN_DRIVER. */
+  async volumePlugin(type: string): Promise<RegisteredPlugin> {
+    const find = (registry: PluginRegistry) => registry.plugins.find((p) => p.kind === "volume" && p.type === type.toLowerCase());
+    const plugin = find(await this.registry()) ?? find(await this.rescan());
+    if (plugin === undefined) throw xenErrors.srUnknownDriver(type);
+    return plugin;
+  }
+
+  /** The datapath plugin for the first of a volume's URIs that one serves. */
+  async datapathFor(uris: readonly string[]): Promise<{ plugin: RegisteredPlugin; uri: string }> {
+    return chooseDatapath(await this.registry(), uris);
+  }
+}

@@ -1,0 +1,190 @@
+// Tasks as xapi keeps them: pending → success | failure, or cancelling → cancelled; progress 0–1; the result
+// XML-RPC encoded; error_info = [code, params...]. Work runs in this process with an AbortSignal that
+// task.cancel fires. Finished tasks are kept FINISHED_TASK_TTL, then collected. Pending tasks that a previous
+// run of the service left behind are handed to the recovery hook of their kind, or failed with a reason.
+import type { ObjectStore } from "./objects.ts";
+import { toXenApiError, XenApiError, xenErrors } from "./xenapi/errors.ts";
+import { encodeXmlRpcValue } from "./xenapi/xml-rpc.ts";
+import { NULL_REF, xenDate, type XenRecord, type XenValue } from "./xenapi/values.ts";
+
+export const FINISHED_TASK_TTL_MS = 24 * 60 * 60 * 1000;
+/** Progress is written at most this often (a copy reports many times a second). */
+const PROGRESS_INTERVAL_MS = 250;
+/** other_config key naming what a task does, for recovery after a restart. */
+export const TASK_KIND_KEY = "hangar:kind";
+
+export type TaskStatus = "pending" | "success" | "failure" | "cancelling" | "cancelled";
+
+export interface TaskControl {
+  readonly ref: string;
+  readonly signal: AbortSignal;
+  /** 0–1; written at most every PROGRESS_INTERVAL_MS. */
+  progress(fraction: number): void;
+  /** Records state a later run of the service needs to take the task over (other_config). */
+  remember(key: string, value: string): Promise<void>;
+}
+
+export type TaskWork = (control: TaskControl) => Promise<XenValue | undefined>;
+/** Takes over a pending task left by a previous run: resumes it, or answers why it failed. */
+export type TaskRecovery = (ref: string, record: XenRecord) => Promise<void>;
+
+export class Tasks {
+  readonly #objects: ObjectStore;
+  readonly #hostRef: string;
+  readonly #running = new Map<string, AbortController>();
+  readonly #recoveries = new Map<string, TaskRecovery>();
+  readonly #lastProgress = new Map<string, number>();
+
+  constructor(objects: ObjectStore, hostRef: string) {
+    this.#objects = objects;
+    this.#hostRef = hostRef;
+  }
+
+  async create(options: { name_label: string; name_description?: string; other_config?: Record<string, string> }): Promise<string> {
+    const record: XenRecord = {
+      uuid: crypto.randomUUID(),
+      name_label: options.name_label,
+      name_description: options.name_description ?? "",
+      allowed_operations: ["cancel"],
+      current_operations: {},
+      created: xenDate(),
+      finished: xenDate(new Date(0)),
+      status: "pending",
+      resident_on: this.#hostRef,
+      progress: 0,
+      type: "<none/>",
+      result: "",
+      error_info: [],
+      other_config: options.other_config ?? {},
+      subtask_of: NULL_REF,
+      subtasks: [],
+      backtrace: "()",
+    };
+    return (await this.#objects.create("task", record)).ref;
+  }
+
+  /** Runs `work` for a pending task in the background; its outcome becomes the task's. */
+  run(ref: string, work: TaskWork): void {
+    const controller = new AbortController();
+    this.#running.set(ref, controller);
+    const control: TaskControl = {
+      ref,
+      signal: controller.signal,
+      progress: (fraction) => this.#progress(ref, fraction),
+      remember: async (key, value) => {
+        await this.#objects.update("task", ref, (r) => ({ ...r, other_config: { ...(r.other_config as Record<string, string>), [key]: value } }));
+      },
+    };
+    void (async () => {
+      try {
+        const result = await work(control);
+        if (controller.signal.aborted) throw xenErrors.taskCancelled(ref);
+        await this.succeed(ref, result);
+      } catch (error) {
+        await (controller.signal.aborted ? this.#finish(ref, "cancelled", "", xenErrors.taskCancelled(ref).description) : this.fail(ref, error));
+      } finally {
+        this.#running.delete(ref);
+        this.#lastProgress.delete(ref);
+      }
+    })();
+  }
+
+  /** Creates a task and runs `work` in it; answers the task's ref at once. */
+  async start(name_label: string, work: TaskWork, other_config?: Record<string, string>): Promise<string> {
+    const ref = await this.create({ name_label, other_config });
+    this.run(ref, work);
+    return ref;
+  }
+
+  isRunning(ref: string): boolean {
+    return this.#running.has(ref);
+  }
+
+  #progress(ref: string, fraction: number): void {
+    const now = Date.now();
+    if (now - (this.#lastProgress.get(ref) ?? 0) < PROGRESS_INTERVAL_MS && fraction < 1) return;
+    this.#lastProgress.set(ref, now);
+    const progress = Math.min(1, Math.max(0, fraction));
+    void this.#objects.update("task", ref, (r) => (r.status === "pending" ? { ...r, progress } : r)).catch(() => undefined);
+  }
+
+  succeed(ref: string, result: XenValue | undefined): Promise<void> {
+    return this.#finish(ref, "success", result === undefined ? "" : encodeXmlRpcValue(result), []);
+  }
+
+  fail(ref: string, error: unknown): Promise<void> {
+    return this.#finish(ref, "failure", "", toXenApiError(error).description);
+  }
+
+  async #finish(ref: string, status: TaskStatus, result: string, errorInfo: string[]): Promise<void> {
+    await this.#objects
+      .update("task", ref, (r) =>
+        r.status === "pending" || r.status === "cancelling"
+          ? {
+              ...r,
+              status,
+              result,
+              error_info: errorInfo,
+              progress: status === "success" ? 1 : (r.progress ?? 0),
+              finished: xenDate(),
+              allowed_operations: [],
+            }
+          : r,
+      )
+      .catch((error: unknown) => {
+        // The task was destroyed while it ran: nobody is left to tell.
+        if (!(error instanceof XenApiError && error.code === "HANDLE_INVALID")) throw error;
+      });
+  }
+
+  /** task.cancel: stops work running here; a pending task nothing runs is cancelled at once. */
+  async cancel(ref: string): Promise<void> {
+    const { record } = await this.#objects.get("task", ref);
+    if (record.status !== "pending") throw xenErrors.operationNotAllowed(`task ${ref} is ${String(record.status)}`);
+    const controller = this.#running.get(ref);
+    if (controller === undefined) {
+      await this.#finish(ref, "cancelled", "", xenErrors.taskCancelled(ref).description);
+      return;
+    }
+    await this.#objects.set("task", ref, { status: "cancelling", allowed_operations: [] });
+    controller.abort(xenErrors.taskCancelled(ref));
+  }
+
+  registerRecovery(kind: string, recovery: TaskRecovery): void {
+    this.#recoveries.set(kind, recovery);
+  }
+
+  /** After a restart: every pending task of this host that nothing runs is recovered or failed. */
+  async recover(): Promise<void> {
+    for (const { ref, record } of await this.#objects.all("task")) {
+      if ((record.status !== "pending" && record.status !== "cancelling") || record.resident_on !== this.#hostRef || this.#running.has(ref)) continue;
+      const kind = (record.other_config as Record<string, string> | undefined)?.[TASK_KIND_KEY];
+      const recovery = kind === undefined ? undefined : this.#recoveries.get(kind);
+      try {
+        if (recovery === undefined) throw new XenApiError("TASK_INTERRUPTED", [ref], "the toolstack restarted while the task ran");
+        await recovery(ref, record);
+      } catch (error) {
+        await this.fail(ref, error);
+      }
+    }
+  }
+
+  /** Removes tasks finished longer than FINISHED_TASK_TTL ago, and pending ones nobody touched for as long. */
+  async collect(now = Date.now()): Promise<number> {
+    let removed = 0;
+    for (const { ref, record } of await this.#objects.all("task")) {
+      const finished = record.status !== "pending" && record.status !== "cancelling";
+      const stamp = parseXenDate(String(finished ? record.finished : record.created));
+      if (stamp !== undefined && now - stamp > FINISHED_TASK_TTL_MS && !this.#running.has(ref)) {
+        await this.#objects.destroy("task", ref);
+        removed++;
+      }
+    }
+    return removed;
+  }
+}
+
+function parseXenDate(text: string): number | undefined {
+  const match = /^(\d{4})(\d{2})(\d{2})T(\d{2}:\d{2}:\d{2})Z$/.exec(text);
+  return match === null ? undefined : Date.parse(`${match[1]}-${match[2]}-${match[3]}T${match[4]}Z`);
+}

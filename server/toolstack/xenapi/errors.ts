@@ -1,0 +1,57 @@
+// XenAPI errors: a code and string parameters, as xapi reports them (ErrorDescription = [code, ...params]).
+import { StorageError } from "../../storage/errors.ts";
+
+export class XenApiError extends Error {
+  readonly code: string;
+  readonly params: string[];
+  constructor(code: string, params: readonly unknown[] = [], message?: string) {
+    const strings = params.map((p) => (typeof p === "string" ? p : JSON.stringify(p)));
+    super(message ?? `${code}${strings.length > 0 ? `: ${strings.join(", ")}` : ""}`);
+    this.name = "XenApiError";
+    this.code = code;
+    this.params = strings;
+  }
+
+  get description(): string[] {
+    return [this.code, ...this.params];
+  }
+}
+
+export const xenErrors = {
+  sessionAuthenticationFailed: (user: string) =>
+    new XenApiError("SESSION_AUTHENTICATION_FAILED", [user, "Authentication failure"]),
+  sessionInvalid: (ref: string) => new XenApiError("SESSION_INVALID", [ref]),
+  handleInvalid: (cls: string, ref: string) => new XenApiError("HANDLE_INVALID", [cls, ref]),
+  uuidInvalid: (cls: string, uuid: string) => new XenApiError("UUID_INVALID", [cls, uuid]),
+  methodUnknown: (method: string) => new XenApiError("MESSAGE_METHOD_UNKNOWN", [method]),
+  parameterCountMismatch: (method: string, expected: number, received: number) =>
+    new XenApiError("MESSAGE_PARAMETER_COUNT_MISMATCH", [method, String(expected), String(received)]),
+  fieldTypeError: (field: string) => new XenApiError("FIELD_TYPE_ERROR", [field]),
+  defaultSrNotFound: (sr: string) => new XenApiError("DEFAULT_SR_NOT_FOUND", [sr]),
+  operationNotAllowed: (reason: string) => new XenApiError("OPERATION_NOT_ALLOWED", [reason]),
+  vdiInUse: (vdi: string, operation: string) => new XenApiError("VDI_IN_USE", [vdi, operation]),
+  srHasNoPbds: (sr: string) => new XenApiError("SR_HAS_NO_PBDS", [sr]),
+  srNotAttached: (sr: string) => new XenApiError("SR_NOT_ATTACHED", [sr]),
+  srUnknownDriver: (type: string) => new XenApiError("SR_UNKNOWN_DRIVER", [type]),
+  invalidValue: (field: string, value: string) => new XenApiError("INVALID_VALUE", [field, value]),
+  eventsLost: () => new XenApiError("EVENTS_LOST"),
+  taskCancelled: (task: string) => new XenApiError("TASK_CANCELLED", [task]),
+  internal: (message: string) => new XenApiError("INTERNAL_ERROR", [message]),
+};
+
+/**
+ * A plugin's failure as the caller sees it: the plugin's own SR_BACKEND_FAILURE[_<n>] error with its
+ * params (e.g. ["Volume_does_not_exist", "v1"]); a failure to reach or understand the plugin
+ * (SCRIPT_MISSING, PLUGIN_RESULT_INVALID, a time-out, …) as SR_BACKEND_FAILURE with that code first.
+ */
+export function fromStorageError(error: StorageError): XenApiError {
+  if (/^SR_BACKEND_FAILURE(_\d+)?$/.test(error.code)) return new XenApiError(error.code, error.params, error.message);
+  return new XenApiError("SR_BACKEND_FAILURE", [error.code, ...error.params], error.message);
+}
+
+/** Anything thrown inside a call as the XenAPI error the caller gets. */
+export function toXenApiError(error: unknown): XenApiError {
+  if (error instanceof XenApiError) return error;
+  if (error instanceof StorageError) return fromStorageError(error);
+  return xenErrors.internal(error instanceof Error ? error.message : String(error));
+}

@@ -1,0 +1,29 @@
+// Parameter types of XenAPI calls, as both wire forms deliver them: XML-RPC clients send int64 as strings
+// (and floats as <double>), JSON-RPC clients send numbers. A value that fits none is FIELD_TYPE_ERROR.
+import { z } from "zod";
+import { XenDouble } from "./values.ts";
+
+export const zString = z.string();
+export const zRef = z.string().regex(/^OpaqueRef:/, "expected an OpaqueRef");
+
+export const zInt = z.union([
+  z.number().int().refine(Number.isSafeInteger, "integer too large"),
+  z
+    .string()
+    .regex(/^\s*-?\d+\s*$/, "expected an integer")
+    .transform(Number)
+    .refine(Number.isSafeInteger, "integer too large"),
+]);
+
+export const zFloat = z.union([
+  z.number().finite(),
+  z.instanceof(XenDouble).transform((d) => d.value),
+  z
+    .string()
+    .regex(/^\s*-?\d+(\.\d*)?([eE][+-]?\d+)?\s*$/, "expected a number")
+    .transform(Number),
+]);
+
+export const zBool = z.union([z.boolean(), z.enum(["true", "false"]).transform((v) => v === "true")]);
+export const zStringMap = z.record(z.string(), z.string());
+export const zStringList = z.array(z.string());
