@@ -1,5 +1,6 @@
 // `hangar serve`: runs the toolstack (XenAPI over JSON-RPC and XML-RPC, HTTP and HTTPS) until stopped.
 import { TOOLSTACK_FEATURES } from "../toolstack/features.ts";
+import { DEFAULT_MAX_API_BODY } from "../toolstack/http.ts";
 import { serveToolstack } from "../toolstack/serve.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
 
@@ -17,8 +18,17 @@ Options:
   --address ADDR   address to bind (default: all)
 
 Environment: HANGAR_TLS_CERT / HANGAR_TLS_KEY (PEM files; default: a self-signed certificate made once),
-HANGAR_ROOT_PASSWORD, HANGAR_PLUGIN_ROOT, HANGAR_DATA_DIR.
+HANGAR_ROOT_PASSWORD, HANGAR_SESSION_TIMEOUT (idle seconds, default 86400), HANGAR_API_MAX_BODY (bytes of one
+API request, default 16 MiB), HANGAR_PLUGIN_ROOT, HANGAR_DATA_DIR.
 `;
+
+/** A positive whole number from the environment (seconds, bytes), or the default. */
+function positiveOption(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined || value === "") return fallback;
+  const number = Number(value);
+  if (!Number.isSafeInteger(number) || number <= 0) throw new UsageError(`${name} must be a positive whole number, not "${value}"`);
+  return number;
+}
 
 function portOption(name: string, value: string | undefined, fallback: number): number {
   const port = Number(value ?? fallback);
@@ -41,6 +51,8 @@ export async function run(argv: string[]): Promise<number> {
     tlsCert: process.env.HANGAR_TLS_CERT,
     tlsKey: process.env.HANGAR_TLS_KEY,
     rootPassword: process.env.HANGAR_ROOT_PASSWORD,
+    sessionTimeoutMs: positiveOption("HANGAR_SESSION_TIMEOUT", process.env.HANGAR_SESSION_TIMEOUT, 24 * 60 * 60) * 1000,
+    maxApiBody: positiveOption("HANGAR_API_MAX_BODY", process.env.HANGAR_API_MAX_BODY, DEFAULT_MAX_API_BODY),
     features: TOOLSTACK_FEATURES,
     onGeneratedPassword: (password) =>
       process.stdout.write(`root password (shown once, stored hashed; set HANGAR_ROOT_PASSWORD to choose one): ${password}\n`),
