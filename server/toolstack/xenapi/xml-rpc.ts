@@ -10,11 +10,29 @@ export const MAX_XML_DEPTH = 64;
 
 export class XmlRpcParseError extends Error {}
 
+const XML_ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'" };
+
+/**
+ * XML's own entities and character references (&#13;, &#x1F4BE;: clients escape control characters so).
+ * Entities a DOCTYPE declares are not expanded: XML-RPC has no DTD, and expansion is an attack surface.
+ */
+const entityDecoder = {
+  decode: (text: string) =>
+    text.replace(/&(?:#x([0-9a-fA-F]+)|#([0-9]+)|([a-z]+));/g, (whole, hex?: string, decimal?: string, name?: string) =>
+      name !== undefined ? (XML_ENTITIES[name] ?? whole) : String.fromCodePoint(hex !== undefined ? parseInt(hex, 16) : Number(decimal)),
+    ),
+  setExternalEntities: () => undefined,
+  addInputEntities: () => undefined,
+  reset: () => undefined,
+  setXmlVersion: () => undefined,
+};
+
 const parser = new XMLParser({
   ignoreAttributes: true,
   parseTagValue: false,
   trimValues: false,
   processEntities: true,
+  entityDecoder,
   ignoreDeclaration: true,
   ignorePiTags: true,
   isArray: (name) => name === "param" || name === "member" || name === "value",
@@ -48,8 +66,9 @@ function decodeValue(node: unknown): XenValue {
     const text = (node as Record<string, unknown>)["#text"];
     return typeof text === "string" ? text : "";
   }
-  if (entries.length !== 1) throw new XmlRpcParseError("a <value> holds one typed element");
   const [type, inner] = entries[0]!;
+  // Two elements of one type come as an array.
+  if (entries.length !== 1 || Array.isArray(inner)) throw new XmlRpcParseError("a <value> holds one typed element");
   const text = typeof inner === "string" ? inner : "";
   switch (type) {
     case "string":
@@ -84,7 +103,8 @@ function decodeValue(node: unknown): XenValue {
       for (const member of members) {
         const { name, value } = member as { name?: unknown; value?: unknown };
         if (typeof name !== "string") throw new XmlRpcParseError("<member> without <name>");
-        out[name] = decodeValue(only(value, "<value> in <member>"));
+        // Defined, not assigned: a member named __proto__ is data, as it is in JSON.
+        Object.defineProperty(out, name, { value: decodeValue(only(value, "<value> in <member>")), enumerable: true, writable: true, configurable: true });
       }
       return out;
     }
@@ -93,20 +113,28 @@ function decodeValue(node: unknown): XenValue {
   }
 }
 
-export function parseXmlRpcCall(body: string): { method: string; params: XenValue[] } {
-  if (xmlDepth(body) > MAX_XML_DEPTH) throw new XmlRpcParseError(`nesting deeper than ${MAX_XML_DEPTH} elements`);
-  let document: Record<string, unknown>;
+function parseDocument(text: string): Record<string, unknown> {
+  if (xmlDepth(text) > MAX_XML_DEPTH) throw new XmlRpcParseError(`nesting deeper than ${MAX_XML_DEPTH} elements`);
   try {
-    document = parser.parse(body, true) as Record<string, unknown>;
+    return parser.parse(text, true) as Record<string, unknown>;
   } catch (error) {
     throw new XmlRpcParseError(`not well-formed XML: ${(error as Error).message}`);
   }
+}
+
+export function parseXmlRpcCall(body: string): { method: string; params: XenValue[] } {
+  const document = parseDocument(body);
   const call = document.methodCall as Record<string, Node> | undefined;
   if (call === undefined || typeof call !== "object") throw new XmlRpcParseError("no <methodCall>");
   const method = typeof call.methodName === "string" ? call.methodName.trim() : "";
   if (method === "") throw new XmlRpcParseError("no <methodName>");
   const params = call.params === undefined || call.params === "" ? [] : ((call.params as Record<string, unknown>).param as unknown[]) ?? [];
   return { method, params: params.map((param) => decodeValue(only((param as { value?: unknown }).value, "<value> in <param>"))) };
+}
+
+/** One <value> standing alone, as a task's `result` holds it. */
+export function parseXmlRpcValue(text: string): XenValue {
+  return decodeValue(only(parseDocument(text).value, "<value>"));
 }
 
 function escapeXml(text: string): string {
