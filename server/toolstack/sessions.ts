@@ -10,7 +10,7 @@ import { newRef, xenDate } from "./xenapi/values.ts";
 const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, keylen: number, options: { N: number; r: number; p: number }) => Promise<Buffer>;
 const SCRYPT = { N: 16384, r: 8, p: 1 } as const;
 const KEY_LENGTH = 32;
-/** last_active is written at most this often per session (each call would otherwise be a write). */
+/** last_active is written at most this often per session (each call would otherwise be a write), and at least twice per timeout. */
 const TOUCH_INTERVAL_MS = 30_000;
 
 export interface Session {
@@ -113,7 +113,7 @@ export class Sessions {
       await this.#db.run("DELETE FROM sessions WHERE ref = ?", [ref]);
       throw xenErrors.sessionInvalid(ref);
     }
-    if (now - Number(row.last_active) > TOUCH_INTERVAL_MS) await this.#db.run("UPDATE sessions SET last_active = ? WHERE ref = ?", [now, ref]);
+    if (now - Number(row.last_active) > Math.min(TOUCH_INTERVAL_MS, this.#timeoutMs / 2)) await this.#db.run("UPDATE sessions SET last_active = ? WHERE ref = ?", [now, ref]);
     return { ref: row.ref, uuid: row.uuid, userName: row.user_name, originator: row.originator, created: row.created, lastActive: now };
   }
 
