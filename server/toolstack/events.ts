@@ -1,12 +1,15 @@
 // The event log behind event.from / event.inject: one row per committed change, numbered by a counter kept
 // in the database (so several hosts sharing one database number them alike). A token is the number of the
 // last event a client has seen; the log keeps the latest MAX_EVENTS, and a token older than that gets
-// EVENTS_LOST (the client then reads everything again, as xapi clients do).
+// EVENTS_LOST (the client then reads everything again, as xapi clients do). Classes are answered in lower
+// case, as xapi names them in events and valid_ref_counts ("vm", "sr", "pbd").
 import type { Database, Queryable } from "./db/database.ts";
 import { xenErrors } from "./xenapi/errors.ts";
 import { present, type XenRecord, type XenValue } from "./xenapi/values.ts";
 
 const MAX_EVENTS = 10_000;
+/** Events read from the database at a time. */
+const PAGE = 1000;
 /** How often a waiting event.from looks at the database for events another process committed. */
 const POLL_MS = 1000;
 
@@ -92,19 +95,20 @@ export class EventLog {
   async from(classes: readonly string[], token: string, timeout: number): Promise<EventBatch> {
     const wanted = this.#resolveClasses(classes);
     if (token === "") return this.#snapshot(wanted);
-    if (!/^\d+$/.test(token)) throw xenErrors.invalidValue("token", token);
-    const after = Number(token);
+    if (!/^\d+$/.test(token)) throw xenErrors.eventFromTokenParseFailure(token);
+    let after = Number(token);
     const deadline = Date.now() + Math.max(0, timeout) * 1000;
     for (;;) {
       const oldest = await this.#db.get<{ id: number | null }>("SELECT MIN(id) AS id FROM events");
       if (oldest?.id !== null && oldest?.id !== undefined && after < Number(oldest.id) - 1) throw xenErrors.eventsLost();
-      const rows = await this.#db.all<EventRow>("SELECT * FROM events WHERE id > ? ORDER BY id LIMIT 1000", [after]);
+      const rows = await this.#db.all<EventRow>(`SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ${PAGE}`, [after]);
       const matching = rows.filter((row) => wanted.matches(row.class, row.ref));
-      const last = rows.length > 0 ? String(rows[rows.length - 1]!.id) : token;
+      // Events of other classes are passed over for good: the next page or wait starts after them.
+      if (rows.length > 0) after = Number(rows[rows.length - 1]!.id);
       if (matching.length > 0 || Date.now() >= deadline) {
-        return { events: matching.map(toEvent), valid_ref_counts: await this.#counts(wanted.classes), token: last };
+        return { events: matching.map(toEvent), valid_ref_counts: await this.#counts(wanted.classes), token: String(after) };
       }
-      await this.#wait(Math.min(POLL_MS, deadline - Date.now()));
+      if (rows.length < PAGE) await this.#wait(Math.min(POLL_MS, deadline - Date.now()));
     }
   }
 
@@ -137,19 +141,21 @@ export class EventLog {
 
   async #counts(classes: readonly string[]): Promise<Record<string, number>> {
     const counts: Record<string, number> = {};
-    for (const cls of classes) counts[cls] = (await this.#listers.get(cls)!()).length;
+    for (const cls of classes) counts[cls.toLowerCase()] = (await this.#listers.get(cls)!()).length;
     return counts;
   }
 
-  async #snapshot(wanted: { classes: string[] }): Promise<EventBatch> {
+  async #snapshot(wanted: { classes: string[]; matches(cls: string, ref: string): boolean }): Promise<EventBatch> {
     const token = await this.currentToken();
     const events: XenValue[] = [];
     const counts: Record<string, number> = {};
     for (const cls of wanted.classes) {
       const objects = await this.#listers.get(cls)!();
-      counts[cls] = objects.length;
+      counts[cls.toLowerCase()] = objects.length;
       for (const { ref, record } of objects) {
-        events.push({ id: token, timestamp: (Date.now() / 1000).toFixed(3), class: cls, operation: "add", ref, snapshot: present(cls, record) });
+        if (!wanted.matches(cls, ref)) continue;
+        const timestamp = (Date.now() / 1000).toFixed(3);
+        events.push({ id: token, timestamp, class: cls.toLowerCase(), operation: "add", ref, snapshot: present(cls, record) });
       }
     }
     return { events, valid_ref_counts: counts, token };
@@ -160,7 +166,7 @@ function toEvent(row: EventRow): XenValue {
   const event: Record<string, XenValue> = {
     id: String(row.id),
     timestamp: row.timestamp,
-    class: row.class,
+    class: row.class.toLowerCase(),
     operation: row.operation,
     ref: row.ref,
   };

@@ -16,7 +16,8 @@ export const eventCalls = [
     const cls = ts.events.canonicalClass(name);
     if (cls === undefined) throw xenErrors.invalidValue("class", name);
     const stored = await ts.objects.find(cls, ref);
-    return String(await ts.events.record(cls, ref, "mod", stored?.record ?? null));
+    // The token just before the injected event, as xapi answers: the next event.from holds it (a barrier).
+    return String((await ts.events.record(cls, ref, "mod", stored?.record ?? null)) - 1);
   }, { async: false }),
   method("event.get_current_id", [], ({ ts }) => ts.events.currentToken(), { async: false }),
 ];

@@ -35,6 +35,7 @@ export const xenErrors = {
   srUnknownDriver: (type: string) => new XenApiError("SR_UNKNOWN_DRIVER", [type]),
   invalidValue: (field: string, value: string) => new XenApiError("INVALID_VALUE", [field, value]),
   eventsLost: () => new XenApiError("EVENTS_LOST"),
+  eventFromTokenParseFailure: (token: string) => new XenApiError("EVENT_FROM_TOKEN_PARSE_FAILURE", [token]),
   taskCancelled: (task: string) => new XenApiError("TASK_CANCELLED", [task]),
   internal: (message: string) => new XenApiError("INTERNAL_ERROR", [message]),
 };
