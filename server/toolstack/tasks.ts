@@ -86,7 +86,10 @@ export class Tasks {
         this.#running.delete(ref);
         this.#lastProgress.delete(ref);
       }
-    })();
+    })().catch((error: unknown) => {
+      // The outcome could not be recorded (the service is closing): the next start recovers the task.
+      console.error(`task ${ref}: outcome not recorded:`, error instanceof Error ? error.message : error);
+    });
   }
 
   /** Creates a task and runs `work` in it; answers the task's ref at once. */
@@ -161,7 +164,7 @@ export class Tasks {
       const kind = (record.other_config as Record<string, string> | undefined)?.[TASK_KIND_KEY];
       const recovery = kind === undefined ? undefined : this.#recoveries.get(kind);
       try {
-        if (recovery === undefined) throw new XenApiError("TASK_INTERRUPTED", [ref], "the toolstack restarted while the task ran");
+        if (recovery === undefined) throw new XenApiError("TASK_INTERRUPTED", [ref, "the toolstack restarted while the task ran"]);
         await recovery(ref, record);
       } catch (error) {
         await this.fail(ref, error);
