@@ -1,0 +1,201 @@
+// Bad input and faults over real HTTP: each answered with its XenAPI (or HTTP) error, and the service
+// serves the next request as before.
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, test, type TestContext } from "node:test";
+import { ROOT_PASSWORD, serveTestToolstack } from "./testing.ts";
+import type { ServeOptions } from "./serve.ts";
+import type { XenValue } from "./xenapi/values.ts";
+import { encodeXmlRpcValue, parseXmlRpcValue } from "./xenapi/xml-rpc.ts";
+
+interface Reply {
+  status: number;
+  type: string;
+  text: string;
+}
+
+async function post(url: string, body: BodyInit, headers: Record<string, string>): Promise<Reply> {
+  const response = await fetch(url, { method: "POST", body, headers, duplex: "half" } as RequestInit);
+  return { status: response.status, type: response.headers.get("content-type") ?? "", text: await response.text() };
+}
+
+/** A JSON-RPC 2.0 call; answers the parsed response. */
+async function jsonRpc(base: string, method: string, params: unknown[]): Promise<{ result?: unknown; error?: { code: number; message: string; data: unknown[] } }> {
+  const reply = await post(`${base}jsonrpc`, JSON.stringify({ jsonrpc: "2.0", method, params, id: 1 }), { "content-type": "application/json" });
+  assert.equal(reply.status, 200);
+  assert.equal(reply.type, "application/json");
+  return JSON.parse(reply.text) as never;
+}
+
+const xmlCall = (method: string, params: XenValue[]) =>
+  `<?xml version="1.0"?><methodCall><methodName>${method}</methodName><params>${params.map((p) => `<param>${encodeXmlRpcValue(p)}</param>`).join("")}</params></methodCall>`;
+
+/** The struct an XML-RPC response holds ({Status, Value} or {Status, ErrorDescription}). */
+function xmlResponse(reply: Reply): Record<string, XenValue> {
+  assert.equal(reply.status, 200);
+  assert.equal(reply.type, "text/xml");
+  const inner = /^<\?xml version="1.0"\?><methodResponse><params><param>(.*)<\/param><\/params><\/methodResponse>$/s.exec(reply.text);
+  assert.ok(inner, reply.text);
+  return parseXmlRpcValue(inner[1]!) as Record<string, XenValue>;
+}
+
+const xmlRpc = async (base: string, method: string, params: XenValue[]) => xmlResponse(await post(base, xmlCall(method, params), { "content-type": "text/xml" }));
+
+async function serve(t: TestContext, options: Partial<ServeOptions> = {}) {
+  const { url } = await serveTestToolstack(t, options);
+  /** A new session over JSON-RPC: proof the service still serves. */
+  const login = async () => {
+    const { result } = await jsonRpc(url, "session.login_with_password", ["root", ROOT_PASSWORD]);
+    assert.match(String(result), /^OpaqueRef:/);
+    return String(result);
+  };
+  return { url, login };
+}
+
+const MiB = 1024 * 1024;
+
+describe("toolstack HTTP: bad input and faults", { concurrency: true }, () => {
+  test("malformed JSON is a JSON-RPC parse error (-32700); malformed XML a Failure XMLRPC_UNMARSHAL_FAILURE", async (t) => {
+    const { url, login } = await serve(t);
+    for (const body of ["{", '{"method": "session.login_with_password", "params": [', "\u0000\u00ff", ""]) {
+      const reply = await post(`${url}jsonrpc`, body, { "content-type": "application/json" });
+      assert.equal(reply.status, 200);
+      assert.deepEqual(JSON.parse(reply.text).error.code, -32700, body);
+    }
+    const invalid = JSON.parse((await post(`${url}jsonrpc`, "[1,2]", { "content-type": "application/json" })).text);
+    assert.equal(invalid.error.code, -32600);
+    for (const body of ["<methodCall>", "not xml", "<methodCall><methodName>a</methodName><params><param><value><i4>x</i4></value></param></params></methodCall>", ""]) {
+      const failure = xmlResponse(await post(url, body, { "content-type": "text/xml" }));
+      assert.equal(failure.Status, "Failure");
+      assert.equal((failure.ErrorDescription as string[])[0], "XMLRPC_UNMARSHAL_FAILURE", body);
+    }
+    await login();
+  });
+
+  test("a 100 MB body is 413 on both endpoints, declared or chunked; the service keeps serving", async (t) => {
+    const { url, login } = await serve(t);
+    const big = Buffer.alloc(100 * MiB, 0x20);
+    const chunked = () =>
+      new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let offset = 0; offset < big.length; offset += MiB) controller.enqueue(big.subarray(offset, offset + MiB));
+          controller.close();
+        },
+      });
+    for (const [path, type] of [
+      ["jsonrpc", "application/json"],
+      ["", "text/xml"],
+    ] as const) {
+      assert.equal((await post(`${url}${path}`, big, { "content-type": type })).status, 413);
+      assert.equal((await post(`${url}${path}`, chunked(), { "content-type": type })).status, 413);
+      await login();
+    }
+    // A limit set lower is the one applied; a body just under it is served.
+    const small = await serve(t, { maxApiBody: 1024 });
+    const padded = JSON.stringify({ jsonrpc: "2.0", method: "session.login_with_password", params: ["root", ROOT_PASSWORD], id: 1 }).padEnd(1024, " ");
+    assert.equal((await post(`${small.url}jsonrpc`, padded, { "content-type": "application/json" })).status, 200);
+    assert.equal((await post(`${small.url}jsonrpc`, `${padded} `, { "content-type": "application/json" })).status, 413);
+    await small.login();
+  });
+
+  test("deep nesting: 100,000 levels of JSON or XML are refused without harm", async (t) => {
+    const { url, login } = await serve(t);
+    const session = await login();
+    const depth = 100_000;
+    const deepJson = `{"jsonrpc":"2.0","method":"event.from","params":["${session}",${"[".repeat(depth)}${"]".repeat(depth)},"",0],"id":1}`;
+    const reply = JSON.parse((await post(`${url}jsonrpc`, deepJson, { "content-type": "application/json" })).text);
+    assert.deepEqual(reply.error, { code: 1, message: "FIELD_TYPE_ERROR", data: ["classes"] });
+    const deepXml = xmlCall("event.from", [session]).replace(
+      "</params>",
+      `<param>${"<value><array><data>".repeat(depth)}${"</data></array></value>".repeat(depth)}</param></params>`,
+    );
+    const failure = xmlResponse(await post(url, deepXml, { "content-type": "text/xml" }));
+    assert.deepEqual(failure.ErrorDescription, ["XMLRPC_UNMARSHAL_FAILURE", "nesting deeper than 64 elements"]);
+    await login();
+  });
+
+  test("wrong types are FIELD_TYPE_ERROR naming the field, over both wire forms", async (t) => {
+    const { url, login } = await serve(t);
+    const session = await login();
+    const json = await jsonRpc(url, "event.from", [session, "task", "", 0]);
+    assert.deepEqual(json.error, { code: 1, message: "FIELD_TYPE_ERROR", data: ["classes"] });
+    assert.deepEqual((await jsonRpc(url, "event.from", [session, ["task"], "", "soon"])).error?.data, ["timeout"]);
+    assert.deepEqual((await jsonRpc(url, "task.get_record", [session, "not-a-ref"])).error, { code: 1, message: "FIELD_TYPE_ERROR", data: ["self"] });
+    assert.deepEqual((await jsonRpc(url, "session.login_with_password", [1, 2])).error?.message, "FIELD_TYPE_ERROR");
+    const xml = await xmlRpc(url, "task.create", [session, { label: "x" }, "description"]);
+    assert.deepEqual(xml, { Status: "Failure", ErrorDescription: ["FIELD_TYPE_ERROR", "label"] });
+    await login();
+  });
+
+  test("unknown methods are MESSAGE_METHOD_UNKNOWN; wrong parameter counts MESSAGE_PARAMETER_COUNT_MISMATCH", async (t) => {
+    const { url, login } = await serve(t);
+    const session = await login();
+    assert.deepEqual((await jsonRpc(url, "VM.make_coffee", [session])).error, { code: 1, message: "MESSAGE_METHOD_UNKNOWN", data: ["VM.make_coffee"] });
+    assert.deepEqual((await jsonRpc(url, "Async.task.get_record", [session, "OpaqueRef:x"])).error?.message, "MESSAGE_METHOD_UNKNOWN");
+    assert.deepEqual(await xmlRpc(url, "no_dot_at_all", []), { Status: "Failure", ErrorDescription: ["MESSAGE_METHOD_UNKNOWN", "no_dot_at_all"] });
+    assert.deepEqual((await jsonRpc(url, "task.get_record", [session])).error, {
+      code: 1,
+      message: "MESSAGE_PARAMETER_COUNT_MISMATCH",
+      data: ["task.get_record", "2", "1"],
+    });
+    assert.deepEqual(await xmlRpc(url, "task.create", [session, "a", "b", "c"]), {
+      Status: "Failure",
+      ErrorDescription: ["MESSAGE_PARAMETER_COUNT_MISMATCH", "task.create", "3", "4"],
+    });
+    assert.deepEqual((await jsonRpc(url, "system.listMethods", [session])).error?.message, "MESSAGE_PARAMETER_COUNT_MISMATCH");
+    await login();
+  });
+
+  test("a wrong, logged-out or expired session is SESSION_INVALID over both wire forms", async (t) => {
+    const { url, login } = await serve(t, { sessionTimeoutMs: 300 });
+    assert.deepEqual((await jsonRpc(url, "task.get_all", ["OpaqueRef:wrong"])).error, { code: 1, message: "SESSION_INVALID", data: ["OpaqueRef:wrong"] });
+    assert.deepEqual(await xmlRpc(url, "task.get_all", ["OpaqueRef:wrong"]), { Status: "Failure", ErrorDescription: ["SESSION_INVALID", "OpaqueRef:wrong"] });
+    const out = await login();
+    await jsonRpc(url, "session.logout", [out]);
+    assert.equal((await jsonRpc(url, "task.get_all", [out])).error?.message, "SESSION_INVALID");
+    const idle = await login();
+    assert.deepEqual((await jsonRpc(url, "task.get_all", [idle])).result, []);
+    await sleep(400);
+    assert.deepEqual((await jsonRpc(url, "task.get_all", [idle])).error, { code: 1, message: "SESSION_INVALID", data: [idle] });
+    const wrongPassword = await xmlRpc(url, "session.login_with_password", ["root", "guess"]);
+    assert.deepEqual(wrongPassword, { Status: "Failure", ErrorDescription: ["SESSION_AUTHENTICATION_FAILED", "root", "Authentication failure"] });
+    await login();
+  });
+
+  test("/jsonrpc takes application/json only (415 otherwise); other paths and methods are 404", async (t) => {
+    const { url, login } = await serve(t);
+    const body = JSON.stringify({ jsonrpc: "2.0", method: "system.listMethods", params: [], id: 1 });
+    for (const type of ["text/xml", "text/plain", "application/x-www-form-urlencoded", "application/jsonx"]) {
+      const reply = await post(`${url}jsonrpc`, body, { "content-type": type });
+      assert.equal(reply.status, 415, type);
+      assert.match(reply.text, /application\/json/);
+    }
+    const untyped = await fetch(`${url}jsonrpc`, { method: "POST", body: new Uint8Array(Buffer.from(body)) });
+    assert.equal(untyped.status, 415);
+    await untyped.body?.cancel();
+    assert.equal((await post(`${url}jsonrpc`, body, { "content-type": "application/json; charset=utf-8" })).status, 200);
+    assert.equal((await fetch(`${url}jsonrpc`)).status, 404);
+    assert.equal((await fetch(url)).status, 404);
+    assert.equal((await post(`${url}nowhere`, body, { "content-type": "application/json" })).status, 404);
+    // XML-RPC is served at /, /xmlrpc (xen-api) and /RPC2 (Python's default), with or without a trailing slash.
+    for (const path of ["", "xmlrpc", "RPC2", "xmlrpc/"]) {
+      const reply = xmlResponse(await post(`${url}${path}`, xmlCall("system.listMethods", []), { "content-type": "text/xml" }));
+      assert.equal(reply.Status, "Success", path);
+    }
+    await login();
+  });
+
+  test("a burst of bad requests mixed with good ones: every good one is answered", async (t) => {
+    const { url, login } = await serve(t);
+    const session = await login();
+    const bad = (i: number) =>
+      i % 3 === 0
+        ? post(`${url}jsonrpc`, "{", { "content-type": "application/json" })
+        : i % 3 === 1
+          ? post(url, "<methodCall>", { "content-type": "text/xml" })
+          : post(`${url}jsonrpc`, "{}", { "content-type": "text/plain" });
+    const results = await Promise.all(Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? bad(i) : jsonRpc(url, "task.get_all", [session]))));
+    for (const [i, result] of results.entries()) if (i % 2 === 1) assert.deepEqual((result as { result: unknown }).result, []);
+    await login();
+  });
+});
