@@ -125,7 +125,7 @@ describe("tasks", () => {
     assert.equal((await finished(ts, ref)).status, "cancelled");
   });
 
-  test("a client's own task (task.create): pending until it sets the status, cancelled at once by task.cancel", async (t) => {
+  test("a client's own task (task.create): its progress and status as it sets them; cancelled at once by task.cancel", async (t) => {
     const ts = await openTestToolstack(t);
     const session = await login(ts);
     const ref = String(await invoke(ts, "task.create", [session, "Xapi#putResource /import", "upload"]));
@@ -139,8 +139,15 @@ describe("tasks", () => {
     assert.equal(await invoke(ts, "task.get_status", [session, ref]), "cancelled");
 
     const own = String(await invoke(ts, "task.create", [session, "mine", ""]));
+    await invoke(ts, "task.set_progress", [session, own, 0.5]);
+    assert.deepEqual(await invoke(ts, "task.get_progress", [session, own]), new XenDouble(0.5));
+    await assert.rejects(invoke(ts, "task.set_progress", [session, own, 1.5]), xenError("INVALID_VALUE"));
     await invoke(ts, "task.set_status", [session, own, "success"]);
-    assert.equal(await invoke(ts, "task.get_status", [session, own]), "success");
+    const ended = await taskRecord(ts, own);
+    assert.equal(ended.status, "success");
+    assert.notEqual(ended.finished, xenDate(new Date(0)), "stamped finished now");
+    assert.deepEqual(ended.allowed_operations, []);
+    assert.equal(await ts.tasks.collect(), 0, "kept 24 h from now, not collected as finished in 1970");
     await assert.rejects(invoke(ts, "task.set_status", [session, own, "done"]), xenError("INVALID_VALUE"));
   });
 

@@ -1,8 +1,9 @@
 // task.*: the stored task records with their getters, create (a client's own task, e.g. for /import),
-// cancel and destroy.
+// its status and progress as the client sets them, cancel and destroy.
 import { method } from "../xenapi/methods.ts";
-import { zRef, zString } from "../xenapi/params.ts";
+import { zFloat, zRef, zString } from "../xenapi/params.ts";
 import { xenErrors } from "../xenapi/errors.ts";
+import { xenDate } from "../xenapi/values.ts";
 import { objectGetters } from "./getters.ts";
 
 export const taskCalls = [
@@ -19,6 +20,12 @@ export const taskCalls = [
   }, { async: false }),
   method("task.set_status", [["self", zRef], ["value", zString]], async ({ ts }, ref, status) => {
     if (!["pending", "success", "failure", "cancelling", "cancelled"].includes(status)) throw xenErrors.invalidValue("status", status);
-    await ts.objects.set("task", ref, { status });
+    // A client ending its own task stamps it finished: it is then kept 24 h from now, not from 1970.
+    const ended = status !== "pending" && status !== "cancelling";
+    await ts.objects.set("task", ref, ended ? { status, finished: xenDate(), allowed_operations: [] } : { status });
+  }, { async: false }),
+  method("task.set_progress", [["self", zRef], ["value", zFloat]], async ({ ts }, ref, progress) => {
+    if (!(progress >= 0 && progress <= 1)) throw xenErrors.invalidValue("value", String(progress));
+    await ts.objects.set("task", ref, { progress });
   }, { async: false }),
 ];
