@@ -26,6 +26,8 @@ export interface ToolstackOptions {
   /** Default: a SQLite file in the data dir. */
   database?: Database;
   pluginRoot?: string;
+  /** Time limit of one plugin call (default: the transports' own, 60 s). */
+  pluginTimeoutMs?: number;
   rootPassword?: string;
   sessionTimeoutMs?: number;
   /** Called once with a generated root password (first start without HANGAR_ROOT_PASSWORD). */
@@ -79,7 +81,7 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
     objects,
     sessions,
     tasks: new Tasks(objects, host.ref),
-    storage: new Storage(options.pluginRoot),
+    storage: new Storage(options.pluginRoot, { timeoutMs: options.pluginTimeoutMs }),
     methods,
     host,
     poolRef,
