@@ -1,5 +1,45 @@
 // The XenAPI classes beyond the core (sessions, tasks, events, system), each a Feature: its calls, event
 // classes and start-up work. The order is the start-up order.
-import type { Feature } from "./toolstack.ts";
+import { hostCalls } from "./calls/host.ts";
+import { networkCalls, startNetworks } from "./calls/network.ts";
+import { pbdCalls } from "./calls/pbd.ts";
+import { poolCalls } from "./calls/pool.ts";
+import { listSrRecords, srCalls, startSrs } from "./calls/sr.ts";
+import { vbdCalls } from "./calls/vbd.ts";
+import { listVdiRecords, vdiCalls } from "./calls/vdi.ts";
+import { vifCalls } from "./calls/vif.ts";
+import { vmCalls } from "./calls/vm.ts";
+import { DATA_TASK_KIND, recoverDataTask } from "./data-tasks.ts";
+import type { Feature, Toolstack } from "./toolstack.ts";
 
-export const TOOLSTACK_FEATURES: Feature[] = [];
+/** Registers classes whose records are stored whole for event.from. */
+function registerStored(ts: Toolstack, ...classes: string[]): void {
+  for (const cls of classes) ts.events.registerClass(cls, () => ts.objects.all(cls));
+}
+
+export const TOOLSTACK_FEATURES: Feature[] = [
+  { calls: [...poolCalls, ...hostCalls] },
+  {
+    calls: networkCalls,
+    start: async (ts) => {
+      registerStored(ts, "network");
+      await startNetworks(ts);
+    },
+  },
+  {
+    calls: [...srCalls, ...pbdCalls],
+    start: async (ts) => {
+      registerStored(ts, "PBD");
+      ts.events.registerClass("SR", () => listSrRecords(ts));
+      await startSrs(ts);
+    },
+  },
+  {
+    calls: vdiCalls,
+    start: async (ts) => {
+      ts.events.registerClass("VDI", () => listVdiRecords(ts));
+      ts.tasks.registerRecovery(DATA_TASK_KIND, (ref, record) => recoverDataTask(ts, ref, record));
+    },
+  },
+  { calls: [...vmCalls, ...vbdCalls, ...vifCalls], start: async (ts) => registerStored(ts, "VM", "VBD", "VIF") },
+];

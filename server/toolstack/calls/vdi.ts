@@ -1,0 +1,294 @@
+// VDI.*: volumes of attached SRs, every call through the SR's plugin, every record built from SR.ls
+// (vdi-records.ts). Changes made here are announced as VDI events. Hangar's own calls:
+// VDI.hangar_data_copy / VDI.hangar_data_mirror (vdi, remote NBD URI), tasks following Data.copy / Data.mirror.
+import { parseNbdUri } from "../../nbd/uri.ts";
+import { computedGetters, parseCreateRecord, type FieldSpec, type RecordSource, zRecordArg } from "../accessors.ts";
+import { copyVdi, dataToRemote, inTask } from "../data-tasks.ts";
+import { objectErrors } from "../object-errors.ts";
+import { type AttachedSr, attachedSr, DBG, hasFeature, type StringMap } from "../srs.ts";
+import type { Toolstack } from "../toolstack.ts";
+import {
+  announceChanges,
+  currentOperations,
+  KEYS,
+  listAllVdis,
+  listSr,
+  type LocatedVdi,
+  locateVdi,
+  OTHER_CONFIG_PREFIX,
+  rememberVdi,
+  SM_CONFIG_PREFIX,
+  VDI_TYPES,
+  vdiRecord,
+} from "../vdi-records.ts";
+import { xenErrors } from "../xenapi/errors.ts";
+import { method } from "../xenapi/methods.ts";
+import { zBool, zInt, zRef, zString, zStringMap } from "../xenapi/params.ts";
+import { NULL_REF, xenDate, type XenRecord } from "../xenapi/values.ts";
+import { defaultSr } from "./pool.ts";
+
+const VDI_FIELDS = [
+  "uuid",
+  "name_label",
+  "name_description",
+  "allowed_operations",
+  "current_operations",
+  "SR",
+  "VBDs",
+  "crash_dumps",
+  "virtual_size",
+  "physical_utilisation",
+  "type",
+  "sharable",
+  "read_only",
+  "other_config",
+  "storage_lock",
+  "location",
+  "managed",
+  "missing",
+  "parent",
+  "xenstore_data",
+  "sm_config",
+  "is_a_snapshot",
+  "snapshot_of",
+  "snapshots",
+  "snapshot_time",
+  "tags",
+  "allow_caching",
+  "on_boot",
+  "metadata_of_pool",
+  "metadata_latest",
+  "is_tools_iso",
+  "cbt_enabled",
+];
+
+const vdiSource: RecordSource = {
+  async all(ts) {
+    const records = new Map<string, XenRecord>();
+    for (const listing of await listAllVdis(ts)) for (const [ref, record] of listing.records) records.set(ref, record);
+    return records;
+  },
+  async get(ts, ref) {
+    return vdiRecord(ts, await locateVdi(ts, ref));
+  },
+  async byUuid(ts, uuid) {
+    const find = () => ts.db.get<{ ref: string }>("SELECT ref FROM vdi_locations WHERE uuid = ?", [uuid]);
+    // A volume made outside the API has no locator until a listing finds it.
+    const row = (await find()) ?? (await listAllVdis(ts), await find());
+    if (row === undefined) throw xenErrors.uuidInvalid("VDI", uuid);
+    return row.ref;
+  },
+};
+
+/** Lists VDI records for event.from. */
+export const listVdiRecords = async (ts: Toolstack) => [...(await vdiSource.all(ts))].map(([ref, record]) => ({ ref, record }));
+
+function requireFeature(sr: AttachedSr, feature: string): void {
+  if (!hasFeature(sr.plugin, feature)) throw objectErrors.srOperationNotSupported(sr.ref);
+}
+
+/** A VDI that no other task is working on. */
+function requireIdle(ts: Toolstack, vdi: LocatedVdi): void {
+  const [operation] = Object.values(currentOperations(ts, vdi.ref));
+  if (operation !== undefined) throw objectErrors.otherOperationInProgress("VDI", vdi.ref, operation);
+}
+
+/** Runs a volume call on a located VDI, then announces the VDI (and `also`) changed. */
+async function changeVolume(ts: Toolstack, ref: string, change: (vdi: LocatedVdi) => Promise<unknown>): Promise<void> {
+  const vdi = await locateVdi(ts, ref);
+  await change(vdi);
+  await announceChanges(ts, vdi.sr.ref, { modified: [ref] });
+}
+
+/** Sets and unsets volume keys so that the prefixed ones are exactly `wanted`. */
+async function setPrefixedKeys(vdi: LocatedVdi, prefix: string, current: StringMap, wanted: StringMap): Promise<void> {
+  const { sr, key } = vdi;
+  for (const k of Object.keys(current)) {
+    if (!Object.hasOwn(wanted, k)) await sr.plugin.client.call("Volume.unset", { dbg: DBG, sr: sr.uri, key, k: `${prefix}${k}` });
+  }
+  for (const [k, v] of Object.entries(wanted)) {
+    if (current[k] !== v) await sr.plugin.client.call("Volume.set", { dbg: DBG, sr: sr.uri, key, k: `${prefix}${k}`, v });
+  }
+}
+
+/** The keys of a volume made from another (snapshot, clone): its type and maps; the plugin copies none. */
+function inheritedKeys(record: XenRecord): Array<[string, string]> {
+  return [
+    [KEYS.type, String(record.type)],
+    ...Object.entries(record.other_config as StringMap).map(([k, v]): [string, string] => [`${OTHER_CONFIG_PREFIX}${k}`, v]),
+    ...Object.entries(record.sm_config as StringMap).map(([k, v]): [string, string] => [`${SM_CONFIG_PREFIX}${k}`, v]),
+  ];
+}
+
+/** Sets keys on a volume just made; if that fails the volume goes again (no half-made VDI stays). */
+async function keysOrUndo(sr: AttachedSr, key: string, keys: Array<[string, string]>): Promise<void> {
+  try {
+    for (const [k, v] of keys) await sr.plugin.client.call("Volume.set", { dbg: DBG, sr: sr.uri, key, k, v });
+  } catch (error) {
+    await sr.plugin.client.call("Volume.destroy", { dbg: DBG, sr: sr.uri, key }).catch(() => undefined);
+    throw error;
+  }
+}
+
+/** VDI.destroy: VDI_IN_USE while a VBD links it or a task works on it. */
+export async function destroyVdi(ts: Toolstack, ref: string): Promise<void> {
+  const vdi = await locateVdi(ts, ref);
+  requireFeature(vdi.sr, "VDI_DELETE");
+  const record = await vdiRecord(ts, vdi);
+  if ((record.VBDs as string[]).length > 0 || Object.keys(record.current_operations as StringMap).length > 0) throw xenErrors.vdiInUse(ref, "destroy");
+  await vdi.sr.plugin.client.call("Volume.destroy", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key });
+  const original = String(record.snapshot_of);
+  await announceChanges(ts, vdi.sr.ref, { modified: original === NULL_REF ? [] : [original], removed: new Map([[ref, record]]) });
+}
+
+const VDI_CREATE: FieldSpec = {
+  SR: [zRef],
+  virtual_size: [zInt],
+  name_label: [zString, ""],
+  name_description: [zString, ""],
+  type: [zString, "user"],
+  sharable: [zBool, false],
+  read_only: [zBool, false],
+  other_config: [zStringMap, {}],
+  sm_config: [zStringMap, {}],
+};
+
+/** A snapshot or clone: the new volume with the original's type and maps (and a snapshot's own keys). */
+async function derive(ts: Toolstack, ref: string, how: "snapshot" | "clone"): Promise<string> {
+  const vdi = await locateVdi(ts, ref);
+  requireFeature(vdi.sr, how === "snapshot" ? "VDI_SNAPSHOT" : "VDI_CLONE");
+  const record = await vdiRecord(ts, vdi);
+  const made = await vdi.sr.plugin.client.call(how === "snapshot" ? "Volume.snapshot" : "Volume.clone", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key });
+  const keys = inheritedKeys(record);
+  if (how === "snapshot") keys.push([KEYS.isASnapshot, "true"], [KEYS.snapshotOf, vdi.key], [KEYS.snapshotTime, xenDate()]);
+  await keysOrUndo(vdi.sr, made.key, keys);
+  await announceChanges(ts, vdi.sr.ref, { modified: [ref] });
+  return rememberVdi(ts, vdi.sr, made);
+}
+
+function checkRemote(remote: string): void {
+  try {
+    parseNbdUri(remote);
+  } catch (error) {
+    throw xenErrors.invalidValue("remote", `${remote}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
+
+export const vdiCalls = [
+  ...computedGetters("VDI", vdiSource, VDI_FIELDS),
+  method("VDI.create", [["args", zRecordArg]], async ({ ts }, args) => {
+    const fields = parseCreateRecord(VDI_CREATE, args);
+    const type = String(fields.type);
+    if (!(VDI_TYPES as readonly string[]).includes(type)) throw objectErrors.valueNotSupported("type", type, `one of ${VDI_TYPES.join(", ")}`);
+    if (Number(fields.virtual_size) < 0) throw xenErrors.invalidValue("virtual_size", String(fields.virtual_size));
+    const sr = await attachedSr(ts, fields.SR === NULL_REF ? await defaultSr(ts) : String(fields.SR));
+    requireFeature(sr, "VDI_CREATE");
+    const volume = await sr.plugin.client.call("Volume.create", {
+      dbg: DBG,
+      sr: sr.uri,
+      name: String(fields.name_label),
+      description: String(fields.name_description),
+      size: Number(fields.virtual_size),
+      sharable: fields.sharable === true,
+    });
+    await keysOrUndo(sr, volume.key, inheritedKeys(fields));
+    await announceChanges(ts, sr.ref);
+    return rememberVdi(ts, sr, volume);
+  }),
+  method("VDI.destroy", [["self", zRef]], async ({ ts }, ref) => destroyVdi(ts, ref)),
+  method("VDI.snapshot", [["vdi", zRef], ["driver_params", zStringMap]], ({ ts }, ref) => derive(ts, ref, "snapshot"), { optional: 1 }),
+  method("VDI.clone", [["vdi", zRef], ["driver_params", zStringMap]], ({ ts }, ref) => derive(ts, ref, "clone"), { optional: 1 }),
+  ...["VDI.resize", "VDI.resize_online"].map((name) =>
+    method(name, [["vdi", zRef], ["size", zInt]], async ({ ts }, ref, size) => {
+      await changeVolume(ts, ref, async (vdi) => {
+        requireFeature(vdi.sr, "VDI_RESIZE");
+        requireIdle(ts, vdi);
+        await vdi.sr.plugin.client.call("Volume.resize", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key, new_size: size });
+      });
+    }),
+  ),
+  method("VDI.copy", [["vdi", zRef], ["sr", zRef]], async ({ ts, task }, ref, srRef) => {
+    const [vdi, dest] = await Promise.all([locateVdi(ts, ref), attachedSr(ts, srRef)]);
+    requireFeature(dest, "VDI_CREATE");
+    return inTask(ts, task, "VDI.copy", (control) => copyVdi(ts, control, vdi, dest));
+  }),
+  method("VDI.set_name_label", [["self", zRef], ["value", zString]], async ({ ts }, ref, value) => {
+    await changeVolume(ts, ref, (vdi) => vdi.sr.plugin.client.call("Volume.set_name", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key, new_name: value }));
+  }),
+  method("VDI.set_name_description", [["self", zRef], ["value", zString]], async ({ ts }, ref, value) => {
+    await changeVolume(ts, ref, (vdi) =>
+      vdi.sr.plugin.client.call("Volume.set_description", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key, new_description: value }),
+    );
+  }),
+  method("VDI.set_other_config", [["self", zRef], ["value", zStringMap]], async ({ ts }, ref, value) => {
+    await changeVolume(ts, ref, async (vdi) => setPrefixedKeys(vdi, OTHER_CONFIG_PREFIX, (await vdiRecord(ts, vdi)).other_config as StringMap, value));
+  }),
+  method("VDI.add_to_other_config", [["self", zRef], ["key", zString], ["value", zString]], async ({ ts }, ref, key, value) => {
+    await changeVolume(ts, ref, async (vdi) => {
+      if (Object.hasOwn((await vdiRecord(ts, vdi)).other_config as StringMap, key)) throw objectErrors.mapDuplicateKey("VDI", "other_config", ref, key);
+      await vdi.sr.plugin.client.call("Volume.set", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key, k: `${OTHER_CONFIG_PREFIX}${key}`, v: value });
+    });
+  }),
+  method("VDI.remove_from_other_config", [["self", zRef], ["key", zString]], async ({ ts }, ref, key) => {
+    await changeVolume(ts, ref, (vdi) => vdi.sr.plugin.client.call("Volume.unset", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key, k: `${OTHER_CONFIG_PREFIX}${key}` }));
+  }),
+  ...(["enable_cbt", "disable_cbt", "data_destroy"] as const).map((call) =>
+    method(`VDI.${call}`, [["self", zRef]], async ({ ts }, ref) => {
+      await changeVolume(ts, ref, async (vdi) => {
+        requireFeature(vdi.sr, "VDI_CONFIG_CBT");
+        requireIdle(ts, vdi);
+        await vdi.sr.plugin.client.call(`Volume.${call}`, { dbg: DBG, sr: vdi.sr.uri, key: vdi.key });
+      });
+    }),
+  ),
+  method("VDI.list_changed_blocks", [["vdi_from", zRef], ["vdi_to", zRef]], async ({ ts }, from, to) => {
+    const [a, b] = await Promise.all([locateVdi(ts, from), locateVdi(ts, to)]);
+    if (a.sr.ref !== b.sr.ref) throw xenErrors.invalidValue("vdi_to", `${to} is not in the SR of ${from}`);
+    requireFeature(a.sr, "VDI_CONFIG_CBT");
+    const changed = await a.sr.plugin.client.call("Volume.list_changed_blocks", { dbg: DBG, sr: a.sr.uri, key: a.key, key2: b.key, offset: 0, length: -1 });
+    return changed.bitmap;
+  }),
+  // As xapi-storage-script does: the record is the volume's; the fields given are checked, not applied.
+  method(
+    "VDI.introduce",
+    [
+      ["uuid", zString],
+      ["name_label", zString],
+      ["name_description", zString],
+      ["SR", zRef],
+      ["type", zString],
+      ["sharable", zBool],
+      ["read_only", zBool],
+      ["other_config", zStringMap],
+      ["location", zString],
+      ["xenstore_data", zStringMap],
+      ["sm_config", zStringMap],
+      ["managed", zBool],
+      ["virtual_size", zInt],
+      ["physical_utilisation", zInt],
+      ["metadata_of_pool", zRef],
+      ["is_a_snapshot", zBool],
+      ["snapshot_time", zString],
+      ["snapshot_of", zRef],
+    ],
+    async ({ ts }, _uuid, _name, _description, srRef, _type, _sharable, _readOnly, _otherConfig, location) => {
+      const sr = await attachedSr(ts, srRef);
+      // Only a key the plugin lists is a VDI: nothing a client gives reaches outside its SR.
+      const listing = await listSr(ts, sr);
+      const ref = [...listing.keys].find(([, key]) => key === location)?.[0];
+      if (ref === undefined) throw objectErrors.vdiLocationMissing(srRef, location);
+      return ref;
+    },
+    { optional: 7 },
+  ),
+  method("VDI.hangar_data_copy", [["vdi", zRef], ["remote", zString]], async ({ ts, task }, ref, remote) => {
+    checkRemote(remote);
+    const vdi = await locateVdi(ts, ref);
+    await inTask(ts, task, "VDI.hangar_data_copy", (control) => dataToRemote(ts, control, vdi, remote, "data-copy").then(() => ""));
+  }),
+  method("VDI.hangar_data_mirror", [["vdi", zRef], ["remote", zString]], async ({ ts, task }, ref, remote) => {
+    checkRemote(remote);
+    const vdi = await locateVdi(ts, ref);
+    await inTask(ts, task, "VDI.hangar_data_mirror", (control) => dataToRemote(ts, control, vdi, remote, "data-mirror").then(() => ""));
+  }),
+];

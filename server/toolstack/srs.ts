@@ -1,0 +1,150 @@
+// The SRs of this host as the toolstack reaches them. An SR is two stored objects, as in XenAPI: the SR
+// record, and this host's PBD holding the plugin configuration (device_config), whether the SR is attached,
+// and the `sr` URI SR.attach answered (other_config[SR_URI_KEY]). Space and health come from SR.stat, cached
+// briefly so a listing of many SRs is one parallel round of calls, never a stored copy.
+import { featureName, type RegisteredPlugin } from "../storage/registry.ts";
+import type { SrStat } from "../storage/types.ts";
+import type { StoredObject } from "./objects.ts";
+import type { Toolstack } from "./toolstack.ts";
+import { xenErrors } from "./xenapi/errors.ts";
+import type { XenRecord } from "./xenapi/values.ts";
+
+/** The `dbg` of every plugin call the toolstack makes. */
+export const DBG = "hangar toolstack";
+/** PBD other_config key of the attached SR's URI (what SR.attach answered). */
+export const SR_URI_KEY = "hangar-sr-uri";
+const STAT_CACHE_MS = 2000;
+/** How long a record waits for SR.stat before showing the last known values: a hung plugin must not hold listings. */
+const STAT_WAIT_MS = 5000;
+
+export interface AttachedSr {
+  ref: string;
+  uuid: string;
+  type: string;
+  /** The SR as its plugin names it (SR.attach's answer). */
+  uri: string;
+  plugin: RegisteredPlugin;
+}
+
+export type StringMap = Record<string, string>;
+
+export function hasFeature(plugin: RegisteredPlugin, feature: string): boolean {
+  return plugin.features.some((f) => featureName(f) === feature);
+}
+
+/** This host's PBD of an SR, if it has one. */
+export async function pbdOf(ts: Toolstack, srRef: string): Promise<StoredObject | undefined> {
+  return (await ts.objects.all("PBD")).find((pbd) => pbd.record.SR === srRef && pbd.record.host === ts.host.ref);
+}
+
+/** The SR, attached on this host: HANDLE_INVALID for no such SR, SR_NOT_ATTACHED (without asking the plugin) otherwise. */
+export async function attachedSr(ts: Toolstack, srRef: string): Promise<AttachedSr> {
+  const sr = await ts.objects.get("SR", srRef);
+  const pbd = await pbdOf(ts, srRef);
+  const uri = (pbd?.record.other_config as StringMap | undefined)?.[SR_URI_KEY];
+  if (pbd === undefined || pbd.record.currently_attached !== true || uri === undefined) throw xenErrors.srNotAttached(srRef);
+  const type = String(sr.record.type);
+  return { ref: srRef, uuid: String(sr.record.uuid), type, uri, plugin: await ts.storage.volumePlugin(type) };
+}
+
+/** Every SR attached on this host. */
+export async function attachedSrs(ts: Toolstack): Promise<AttachedSr[]> {
+  const pbds = (await ts.objects.all("PBD")).filter((pbd) => pbd.record.host === ts.host.ref && pbd.record.currently_attached === true);
+  const srs = await Promise.all(pbds.map((pbd) => attachedSr(ts, String(pbd.record.SR)).catch(() => undefined)));
+  return srs.filter((sr): sr is AttachedSr => sr !== undefined);
+}
+
+/** PBD.plug: SR.attach with the PBD's device_config (idempotent in the plugins); the answer is kept on the PBD. */
+export async function plugPbd(ts: Toolstack, pbdRef: string): Promise<void> {
+  const pbd = await ts.objects.get("PBD", pbdRef);
+  const sr = await ts.objects.get("SR", String(pbd.record.SR));
+  const plugin = await ts.storage.volumePlugin(String(sr.record.type));
+  const uri = await plugin.client.call("SR.attach", { dbg: DBG, configuration: pbd.record.device_config as StringMap });
+  await ts.objects.update("PBD", pbdRef, (record) => ({
+    ...record,
+    currently_attached: true,
+    other_config: { ...(record.other_config as StringMap), [SR_URI_KEY]: uri },
+  }));
+  forgetStat(ts, String(pbd.record.SR));
+}
+
+/** PBD.unplug: SR.detach of an attached SR; the PBD is marked detached whatever the plugin says after that. */
+export async function unplugPbd(ts: Toolstack, pbdRef: string): Promise<void> {
+  const pbd = await ts.objects.get("PBD", pbdRef);
+  const srRef = String(pbd.record.SR);
+  if (pbd.record.currently_attached === true) {
+    const sr = await attachedSr(ts, srRef);
+    await sr.plugin.client.call("SR.detach", { dbg: DBG, sr: sr.uri });
+  }
+  await ts.objects.update("PBD", pbdRef, (record) => {
+    const { [SR_URI_KEY]: _uri, ...other_config } = record.other_config as StringMap;
+    return { ...record, currently_attached: false, other_config };
+  });
+  forgetStat(ts, srRef);
+}
+
+interface StatEntry {
+  promise: Promise<SrStat>;
+  settledAt?: number;
+}
+
+const statCaches = new WeakMap<Toolstack, Map<string, StatEntry>>();
+const lastStats = new WeakMap<Toolstack, Map<string, SrStat>>();
+
+function statCache(ts: Toolstack): Map<string, StatEntry> {
+  let cache = statCaches.get(ts);
+  if (cache === undefined) statCaches.set(ts, (cache = new Map()));
+  return cache;
+}
+
+/** SR.stat, shared by concurrent callers and reused for STAT_CACHE_MS; `fresh` asks the plugin again. */
+export function statSr(ts: Toolstack, sr: AttachedSr, options: { fresh?: boolean } = {}): Promise<SrStat> {
+  const cache = statCache(ts);
+  const hit = cache.get(sr.ref);
+  if (!options.fresh && hit !== undefined && (hit.settledAt === undefined || Date.now() - hit.settledAt < STAT_CACHE_MS)) return hit.promise;
+  const entry: StatEntry = { promise: sr.plugin.client.call("SR.stat", { dbg: DBG, sr: sr.uri }) };
+  cache.set(sr.ref, entry);
+  entry.promise.then(
+    (stat) => {
+      entry.settledAt = Date.now();
+      let last = lastStats.get(ts);
+      if (last === undefined) lastStats.set(ts, (last = new Map()));
+      last.set(sr.ref, stat);
+    },
+    () => {
+      entry.settledAt = Date.now();
+    },
+  );
+  return entry.promise;
+}
+
+/** Drops a cached stat after a change of the SR's space or name. */
+export function forgetStat(ts: Toolstack, srRef: string): void {
+  statCache(ts).delete(srRef);
+}
+
+/** The fields of an SR record that come from SR.stat; the health of a failing or slow plugin tells why. */
+export async function liveSrFields(ts: Toolstack, stored: StoredObject): Promise<XenRecord> {
+  let sr: AttachedSr;
+  try {
+    sr = await attachedSr(ts, stored.ref);
+  } catch {
+    return { health: ["Unreachable", "not attached on this host (PBD.plug attaches it)"] };
+  }
+  const waited = await Promise.race([
+    statSr(ts, sr).then(
+      (stat) => ({ stat }),
+      (error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }),
+    ),
+    new Promise<{ error: string }>((resolve) => setTimeout(() => resolve({ error: `SR.stat did not answer within ${STAT_WAIT_MS / 1000} s` }), STAT_WAIT_MS).unref()),
+  ]);
+  if ("error" in waited) {
+    const last = lastStats.get(ts)?.get(stored.ref);
+    return { ...(last === undefined ? {} : spaceFields(last)), health: ["Unreachable", waited.error] };
+  }
+  return { ...spaceFields(waited.stat), health: [waited.stat.health[0], waited.stat.health[1]] };
+}
+
+function spaceFields(stat: SrStat): XenRecord {
+  return { physical_size: stat.total_space, physical_utilisation: stat.total_space - stat.free_space, clustered: stat.clustered };
+}

@@ -1,0 +1,134 @@
+// Set-up of the tests of the storage and VM classes (testing.ts has the core's): a host whose data dir the
+// plugin processes share (HANGAR_DATA_DIR in the environment they inherit), the toolstack with every
+// feature served on a free port, and a XenAPI JSON-RPC client that speaks to it over real HTTP.
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { isPidRunning } from "../plugins/filesr/liveness.ts";
+import { TOOLSTACK_FEATURES } from "./features.ts";
+import { type RunningToolstack, serveToolstack } from "./serve.ts";
+import { ROOT_PASSWORD, tempDataDir } from "./testing.ts";
+
+export const MiB = 1024 * 1024;
+
+/** A XenAPI failure as a client sees it: the error code and its params. */
+export class XenApiCallError extends Error {
+  readonly code: string;
+  readonly params: string[];
+  constructor(code: string, params: string[]) {
+    super(`${code}: ${params.join(", ")}`);
+    this.code = code;
+    this.params = params;
+  }
+}
+
+/** One JSON-RPC call to a toolstack at `url` (http://host:port). */
+export async function jsonRpc(url: string, method: string, params: unknown[]): Promise<unknown> {
+  const response = await fetch(`${url}/jsonrpc`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ jsonrpc: "2.0", method, params, id: 1 }),
+  });
+  const body = (await response.json()) as { result?: unknown; error?: { message: string; data: string[] } };
+  if (body.error !== undefined) throw new XenApiCallError(body.error.message, body.error.data);
+  return body.result;
+}
+
+/** A XenAPI client logged in as root. */
+export class XenApiClient {
+  readonly url: string;
+  readonly session: string;
+  private constructor(url: string, session: string) {
+    this.url = url;
+    this.session = session;
+  }
+
+  static async login(url: string): Promise<XenApiClient> {
+    return new XenApiClient(url, String(await jsonRpc(url, "session.login_with_password", ["root", ROOT_PASSWORD])));
+  }
+
+  /** A call with the session as its first parameter. */
+  call<T = unknown>(method: string, ...params: unknown[]): Promise<T> {
+    return jsonRpc(this.url, method, [this.session, ...params]) as Promise<T>;
+  }
+
+  /** Waits for a task to leave pending; answers its record. */
+  async waitTask(task: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
+    for (const deadline = Date.now() + timeoutMs; ; await sleep(100)) {
+      const record = await this.call<Record<string, unknown>>("task.get_record", task);
+      if (record.status !== "pending" && record.status !== "cancelling") return record;
+      if (Date.now() > deadline) throw new Error(`task ${task} still ${String(record.status)} after ${timeoutMs} ms`);
+    }
+  }
+}
+
+/** The error a promise rejects with, as a XenAPI error. */
+export async function xenError(promise: Promise<unknown>): Promise<XenApiCallError> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof XenApiCallError) return error;
+    throw error;
+  }
+  throw new Error("the call succeeded");
+}
+
+/** A data dir for a host, shared from now on with the plugin processes (they inherit the environment). */
+export async function testHost(): Promise<{ dataDir: string; cleanUp(): void }> {
+  const dataDir = await tempDataDir();
+  process.env.HANGAR_DATA_DIR = dataDir;
+  return {
+    dataDir,
+    cleanUp() {
+      // Daemons the plugins started for this host (NBD servers, copies, datasources, GC) go with it.
+      for (const pid of daemonPids(dataDir)) process.kill(pid, "SIGKILL");
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Pids of the live plugin daemons of a host (from their pid files). */
+export function daemonPids(dataDir: string): number[] {
+  const dir = join(dataDir, "run", "daemons");
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((name) => name.endsWith(".pid"))
+    .map((name) => Number(readFileSync(join(dir, name), "utf8")))
+    .filter((pid) => Number.isInteger(pid) && isPidRunning(pid));
+}
+
+export interface TestToolstack {
+  service: RunningToolstack;
+  client: XenApiClient;
+  dataDir: string;
+  stop(): Promise<void>;
+}
+
+/** A toolstack with every feature over a fresh host, on a free port of 127.0.0.1. */
+export async function startTestToolstack(options: { pluginRoot?: string; pluginTimeoutMs?: number } = {}): Promise<TestToolstack> {
+  const host = await testHost();
+  const service = await serveToolstack({
+    port: 0,
+    httpsPort: null,
+    address: "127.0.0.1",
+    dataDir: host.dataDir,
+    rootPassword: ROOT_PASSWORD,
+    features: TOOLSTACK_FEATURES,
+    ...options,
+  });
+  const client = await XenApiClient.login(`http://127.0.0.1:${service.httpPort}`);
+  return {
+    service,
+    client,
+    dataDir: host.dataDir,
+    async stop() {
+      await service.close();
+      host.cleanUp();
+    },
+  };
+}
