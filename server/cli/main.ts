@@ -4,9 +4,17 @@ import * as conformance from "./conformance.ts";
 import * as methods from "./methods.ts";
 import * as plugins from "./plugins.ts";
 import * as serve from "./serve.ts";
+import { toolstackCommands } from "./toolstack-commands.ts";
 import { UsageError } from "./usage.ts";
 
-const COMMANDS = { plugins, call, methods, conformance, serve } as const;
+const COMMANDS: Record<string, { summary: string; help: string; run(argv: string[]): Promise<number> }> = {
+  plugins,
+  call,
+  methods,
+  conformance,
+  serve,
+  ...toolstackCommands,
+};
 
 const HELP = `hangar — drive SMAPIv3 (xapi-storage) plugins from the command line
 
@@ -18,7 +26,8 @@ ${Object.entries(COMMANDS)
   .join("\n")}
 
 Run "hangar <command> --help" for the options of a command.
-Environment: HANGAR_PLUGIN_ROOT (default: the bundled root server/plugins).
+Environment: HANGAR_PLUGIN_ROOT (default: the bundled root server/plugins); HANGAR_URL and
+HANGAR_PASSWORD for the toolstack's commands (sr-list … vdi-destroy).
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -27,7 +36,7 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return name === undefined ? 2 : 0;
   }
-  const command = COMMANDS[name as keyof typeof COMMANDS];
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (command === undefined) {
     process.stderr.write(`hangar: unknown command "${name}"\n\n${HELP}`);
     return 2;
