@@ -80,14 +80,14 @@ export async function testHost(): Promise<{ dataDir: string; cleanUp(): void }> 
   return {
     dataDir,
     cleanUp() {
-      // Daemons the plugins started for this host (NBD servers, copies, datasources, GC) go with it.
-      for (const pid of daemonPids(dataDir)) process.kill(pid, "SIGKILL");
+      // What the plugins started for this host (NBD servers, copies, datasource writers, GC) goes with it.
+      for (const pid of hostProcesses(dataDir)) process.kill(pid, "SIGKILL");
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
 
-/** Pids of the live plugin daemons of a host (from their pid files). */
+/** Pids of the live plugin daemons of a host's volumes (from their pid files). */
 export function daemonPids(dataDir: string): number[] {
   const dir = join(dataDir, "run", "daemons");
   let names: string[];
@@ -100,6 +100,20 @@ export function daemonPids(dataDir: string): number[] {
     .filter((name) => name.endsWith(".pid"))
     .map((name) => Number(readFileSync(join(dir, name), "utf8")))
     .filter((pid) => Number.isInteger(pid) && isPidRunning(pid));
+}
+
+/** Pids of the processes whose command line names a path in the host's data dir (every plugin daemon of it). */
+function hostProcesses(dataDir: string): number[] {
+  return readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid)
+    .filter((name) => {
+      try {
+        return readFileSync(`/proc/${name}/cmdline`, "utf8").includes(`${dataDir}/`);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 export interface TestToolstack {
