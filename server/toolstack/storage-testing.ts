@@ -1,6 +1,7 @@
 // Set-up of the tests of the storage and VM classes (testing.ts has the core's): a host whose data dir the
 // plugin processes share (HANGAR_DATA_DIR in the environment they inherit), the toolstack with every
 // feature served on a free port, and a XenAPI JSON-RPC client that speaks to it over real HTTP.
+import assert from "node:assert/strict";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -62,6 +63,14 @@ export class XenApiClient {
   }
 }
 
+/** Asserts a call fails with a XenAPI error of that code (and params, when given). */
+export async function assertXenError(promise: Promise<unknown>, code: string, params?: readonly string[]): Promise<XenApiCallError> {
+  const error = await xenError(promise);
+  assert.equal(error.code, code, error.message);
+  if (params !== undefined) assert.deepEqual(error.params, params);
+  return error;
+}
+
 /** The error a promise rejects with, as a XenAPI error. */
 export async function xenError(promise: Promise<unknown>): Promise<XenApiCallError> {
   try {
@@ -120,29 +129,38 @@ export interface TestToolstack {
   service: RunningToolstack;
   client: XenApiClient;
   dataDir: string;
+  /** Closes the service, runs `meanwhile`, and starts it again over the same data dir (a restart of `hangar serve`). */
+  restart(meanwhile?: () => Promise<void>): Promise<void>;
   stop(): Promise<void>;
 }
 
 /** A toolstack with every feature over a fresh host, on a free port of 127.0.0.1. */
 export async function startTestToolstack(options: { pluginRoot?: string; pluginTimeoutMs?: number } = {}): Promise<TestToolstack> {
   const host = await testHost();
-  const service = await serveToolstack({
-    port: 0,
-    httpsPort: null,
-    address: "127.0.0.1",
+  const start = async () => {
+    const service = await serveToolstack({
+      port: 0,
+      httpsPort: null,
+      address: "127.0.0.1",
+      dataDir: host.dataDir,
+      rootPassword: ROOT_PASSWORD,
+      features: TOOLSTACK_FEATURES,
+      ...options,
+    });
+    return { service, client: await XenApiClient.login(`http://127.0.0.1:${service.httpPort}`) };
+  };
+  const running: TestToolstack = {
+    ...(await start()),
     dataDir: host.dataDir,
-    rootPassword: ROOT_PASSWORD,
-    features: TOOLSTACK_FEATURES,
-    ...options,
-  });
-  const client = await XenApiClient.login(`http://127.0.0.1:${service.httpPort}`);
-  return {
-    service,
-    client,
-    dataDir: host.dataDir,
+    async restart(meanwhile) {
+      await running.service.close();
+      await meanwhile?.();
+      Object.assign(running, await start());
+    },
     async stop() {
-      await service.close();
+      await running.service.close();
       host.cleanUp();
     },
   };
+  return running;
 }
