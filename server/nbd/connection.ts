@@ -1,11 +1,13 @@
 // One NBD connection on the server: handshake, then pipelined request processing.
 // Requests are started as soon as they are parsed and replies are written as they complete. Read data
 // goes from the backend straight into a pooled buffer, and a reply's header(s) and data leave in one
-// writev. In-flight work is bounded by count and bytes; while the bound is reached we stop parsing, the
-// reader stops consuming the socket and TCP/unix flow control pushes back on the client.
+// writev. READs parsed in one go that follow each other on disk (a sequential reader's pipeline) share
+// one backend read: a backend read is a thread-pool round trip, which costs per call, not per byte.
+// In-flight work is bounded by count and bytes; while the bound is reached we stop parsing, the reader
+// stops consuming the socket and TCP/unix flow control pushes back on the client.
 
 import type { Socket } from "node:net";
-import { STATE_ZERO, type Extent } from "./backend.ts";
+import { STATE_ZERO, type ExportBackend, type Extent } from "./backend.ts";
 import type { BufferPool } from "./buffer-pool.ts";
 import { negotiate, type ExportCatalog, type Session } from "./negotiation.ts";
 import {
@@ -46,6 +48,8 @@ import type { SocketReader } from "./socket-reader.ts";
  */
 const MAX_IN_FLIGHT_REQUESTS = 16;
 const MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024;
+/** Largest backend read made for contiguous READs merged together. */
+const MAX_MERGED_READ = 2 * 1024 * 1024;
 /** Cap on descriptors in one block-status reply (the client asks again for the rest). */
 const MAX_EXTENTS = 65536;
 /** How long a connection may take to hang up after we half-closed it on shutdown. */
@@ -60,12 +64,6 @@ const ALLOWED_FLAGS: Record<number, number> = {
   [CMD_WRITE_ZEROES]: CMD_FLAG_FUA | CMD_FLAG_NO_HOLE,
   [CMD_BLOCK_STATUS]: CMD_FLAG_FUA | CMD_FLAG_REQ_ONE,
 };
-
-/** Buffers of one reply, written together; `data` goes back to the pool once they are out. */
-interface Reply {
-  parts: Buffer[];
-  data: Buffer | null;
-}
 
 class RequestError extends Error {
   readonly errno: number;
@@ -85,6 +83,8 @@ export class NbdConnection {
   #inFlightBytes = 0;
   #onRelease: (() => void) | null = null;
   #resumeParser: (() => void) | null = null;
+  /** READs parsed in the current turn, issued together from a microtask. */
+  #reads: RequestHeader[] = [];
   #stopping = false;
   readonly #closed: Promise<void>;
 
@@ -151,32 +151,73 @@ export class NbdConnection {
     this.#inFlight++;
     this.#inFlightBytes += cost;
     if (problem === null && this.#stopping) problem = new RequestError(ERRNO.ESHUTDOWN, "server is shutting down");
+    if (problem === null && request.type === CMD_READ) {
+      if (this.#reads.push(request) === 1) queueMicrotask(() => this.#issueReads(session));
+      return;
+    }
     void this.#answer(session, request, payload, problem, cost);
   }
 
   async #answer(session: Session, request: RequestHeader, payload: Buffer | null, problem: RequestError | null, cost: number): Promise<void> {
-    let reply: Reply;
+    let reply: Buffer;
     try {
       if (problem !== null) throw problem;
       reply = await this.#execute(session, request, payload);
     } catch (error) {
-      reply = { parts: [this.#errorReply(session, request, error)], data: null };
+      reply = this.#errorReply(session, request, error);
     }
-    const { parts, data } = reply;
     // The backend is done with the payload once its promise settled (ExportBackend contract).
     if (payload !== null) this.#pool.give(payload);
-    if (!this.#socket.writable) return this.#release(cost, data);
-    // Header(s) and data leave in one writev.
+    this.#send([reply], 1, cost, null);
+  }
+
+  /** Issues the READs parsed in this turn: each run of contiguous requests gets one backend read. */
+  #issueReads(session: Session): void {
+    const reads = this.#reads;
+    this.#reads = [];
+    let first = 0;
+    for (let i = 1; i <= reads.length; i++) {
+      const previous = reads[i - 1]!;
+      const next = reads[i];
+      const follows = next !== undefined && next.offset === previous.offset + previous.length;
+      if (follows && next.offset + next.length - reads[first]!.offset <= MAX_MERGED_READ) continue;
+      void this.#answerReads(session, reads.slice(first, i));
+      first = i;
+    }
+  }
+
+  /** Reads a run of contiguous READs into one pooled buffer and answers each; a failure fails them all. */
+  async #answerReads(session: Session, group: RequestHeader[]): Promise<void> {
+    const last = group[group.length - 1]!;
+    const length = last.offset + last.length - group[0]!.offset;
+    let data: Buffer | null = this.#pool.take(length);
+    let parts: Buffer[];
+    try {
+      parts = session.structuredReplies ? await this.#readChunks(session, group, data) : await this.#readSimple(session, group, data);
+    } catch (error) {
+      this.#pool.give(data);
+      data = null;
+      parts = group.map((request) => this.#errorReply(session, request, error));
+    }
+    this.#send(parts, group.length, length, data);
+  }
+
+  /**
+   * Writes the replies of `count` requests (all their buffers leave in one writev), then frees their
+   * slots and gives `data`, which the replies point into, back to the pool.
+   */
+  #send(parts: Buffer[], count: number, cost: number, data: Buffer | null): void {
+    if (!this.#socket.writable) return this.#release(count, cost, data);
     this.#socket.cork();
     for (let i = 0; i < parts.length - 1; i++) this.#socket.write(parts[i]!);
-    this.#socket.write(parts[parts.length - 1]!, () => this.#release(cost, data));
+    this.#socket.write(parts[parts.length - 1]!, () => this.#release(count, cost, data));
     this.#socket.uncork();
   }
 
-  /** A reply is out (or dropped): its data buffer can be reused and its slot freed. */
-  #release(cost: number, data: Buffer | null): void {
+  /** Replies are out (or dropped): their data buffer can be reused and their slots freed. */
+  #release(count: number, cost: number, data: Buffer | null): void {
     if (data !== null) this.#pool.give(data);
-    this.#inFlight--;
+    this.#inFlight -= count;
     this.#inFlightBytes -= cost;
     const wake = this.#onRelease;
     this.#onRelease = null;
@@ -213,13 +254,12 @@ export class NbdConnection {
     return null;
   }
 
-  async #execute(session: Session, request: RequestHeader, payload: Buffer | null): Promise<Reply> {
+  /** Everything but READ (see #answerReads); resolves to the reply. */
+  async #execute(session: Session, request: RequestHeader, payload: Buffer | null): Promise<Buffer> {
     const backend = session.entry.backend;
     const { offset, length, flags } = request;
     const fua = (flags & CMD_FLAG_FUA) !== 0;
     switch (request.type) {
-      case CMD_READ:
-        return session.structuredReplies ? this.#readChunks(session, request) : this.#readSimple(session, request);
       case CMD_WRITE:
         await backend.write(offset, payload!, { fua });
         break;
@@ -237,73 +277,72 @@ export class NbdConnection {
         let extents = clampExtents(await backend.blockStatus(offset, length), length);
         if ((flags & CMD_FLAG_REQ_ONE) !== 0) extents = extents.slice(0, 1);
         if (extents.length === 0) extents = [{ length, flags: 0 }];
-        return { parts: [encodeBlockStatusChunk(request.handleHigh, request.handleLow, session.baseAllocationId!, extents)], data: null };
+        return encodeBlockStatusChunk(request.handleHigh, request.handleLow, session.baseAllocationId!, extents);
       }
     }
-    return { parts: [simpleReply(request, 0)], data: null };
+    return simpleReply(request, 0);
   }
 
-  async #readSimple(session: Session, request: RequestHeader): Promise<Reply> {
-    const data = this.#pool.take(request.length);
-    try {
-      await session.entry.backend.read(request.offset, data);
-    } catch (error) {
-      this.#pool.give(data);
-      throw error;
-    }
-    return { parts: [simpleReply(request, 0), data], data };
+  /** Simple replies for a group: one read of the whole range, then header and slice per request. */
+  async #readSimple(session: Session, group: RequestHeader[], data: Buffer): Promise<Buffer[]> {
+    await session.entry.backend.read(group[0]!.offset, data);
+    const parts: Buffer[] = [];
+    let at = 0;
+    for (const request of group) parts.push(simpleReply(request, 0), data.subarray(at, (at += request.length)));
+    return parts;
   }
 
   /**
-   * Structured read: OFFSET_HOLE chunks where the backend says the range reads as zeros, OFFSET_DATA
-   * elsewhere. All data is read into one pooled buffer the size of the request; chunks point into it.
+   * Structured replies for a group: per request, OFFSET_HOLE chunks where the backend says the range
+   * reads as zeros (unless DF), OFFSET_DATA elsewhere. Data runs, across request boundaries, are read into
+   * `data` with one backend read each; data chunks point into it.
    */
-  async #readChunks(session: Session, request: RequestHeader): Promise<Reply> {
+  async #readChunks(session: Session, group: RequestHeader[], data: Buffer): Promise<Buffer[]> {
     const backend = session.entry.backend;
-    const { offset, length, handleHigh, handleLow } = request;
-    const segments = (request.flags & CMD_FLAG_DF) !== 0 ? [{ length, zero: false }] : await readSegments(session, request);
-    const data = this.#pool.take(length);
-    if (segments.length === 1 && !segments[0]!.zero) {
-      // The usual case, all data: one read, one chunk, nothing to collect.
-      try {
-        await backend.read(offset, data);
-      } catch (error) {
-        this.#pool.give(data);
-        throw error;
-      }
-      const header = Buffer.allocUnsafe(CHUNK_HEADER_SIZE + 8);
-      writeChunkHeader(header, 0, REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, handleHigh, handleLow, 8 + length);
-      writeU64(header, offset, CHUNK_HEADER_SIZE);
-      return { parts: [header, data], data };
-    }
+    const offset = group[0]!.offset;
+    const dataOnly = group.every((request) => (request.flags & CMD_FLAG_DF) !== 0);
+    const segments = dataOnly ? [{ length: data.length, zero: false }] : await readSegments(backend, offset, data.length);
     const parts: Buffer[] = [];
-    const reads: Promise<void>[] = [];
+    const runs: { start: number; end: number }[] = []; // ranges of `data` to read
+    let segment = 0;
+    let segmentEnd = segments[0]!.length;
     let at = 0;
-    segments.forEach((segment, i) => {
-      const flags = i === segments.length - 1 ? REPLY_FLAG_DONE : 0;
-      if (segment.zero) {
-        const chunk = Buffer.allocUnsafe(CHUNK_HEADER_SIZE + 12);
-        writeChunkHeader(chunk, 0, flags, REPLY_TYPE_OFFSET_HOLE, handleHigh, handleLow, 12);
-        writeU64(chunk, offset + at, CHUNK_HEADER_SIZE);
-        chunk.writeUInt32BE(segment.length, CHUNK_HEADER_SIZE + 8);
-        parts.push(chunk);
-      } else {
-        const header = Buffer.allocUnsafe(CHUNK_HEADER_SIZE + 8);
-        writeChunkHeader(header, 0, flags, REPLY_TYPE_OFFSET_DATA, handleHigh, handleLow, 8 + segment.length);
-        writeU64(header, offset + at, CHUNK_HEADER_SIZE);
-        const slice = data.subarray(at, at + segment.length);
-        parts.push(header, slice);
-        reads.push(backend.read(offset + at, slice));
+    for (const request of group) {
+      const { handleHigh, handleLow } = request;
+      const end = at + request.length;
+      const df = (request.flags & CMD_FLAG_DF) !== 0;
+      while (at < end) {
+        while (segmentEnd <= at) segmentEnd += segments[++segment]!.length;
+        const pieceEnd = df ? end : Math.min(end, segmentEnd);
+        const flags = pieceEnd === end ? REPLY_FLAG_DONE : 0;
+        if (!df && segments[segment]!.zero) {
+          const chunk = Buffer.allocUnsafe(CHUNK_HEADER_SIZE + 12);
+          writeChunkHeader(chunk, 0, flags, REPLY_TYPE_OFFSET_HOLE, handleHigh, handleLow, 12);
+          writeU64(chunk, offset + at, CHUNK_HEADER_SIZE);
+          chunk.writeUInt32BE(pieceEnd - at, CHUNK_HEADER_SIZE + 8);
+          parts.push(chunk);
+        } else {
+          const header = Buffer.allocUnsafe(CHUNK_HEADER_SIZE + 8);
+          writeChunkHeader(header, 0, flags, REPLY_TYPE_OFFSET_DATA, handleHigh, handleLow, 8 + pieceEnd - at);
+          writeU64(header, offset + at, CHUNK_HEADER_SIZE);
+          parts.push(header, data.subarray(at, pieceEnd));
+          const run = runs[runs.length - 1];
+          if (run !== undefined && run.end === at) run.end = pieceEnd;
+          else runs.push({ start: at, end: pieceEnd });
+        }
+        at = pieceEnd;
       }
-      at += segment.length;
-    });
+    }
+    if (runs.length === 1) {
+      // The usual case, all data: one read, nothing to collect.
+      await backend.read(offset + runs[0]!.start, data.subarray(runs[0]!.start, runs[0]!.end));
+      return parts;
+    }
+    const reads = runs.map((run) => backend.read(offset + run.start, data.subarray(run.start, run.end)));
     // Wait for every read before deciding: a failed one must not free the buffer under the others.
     const failure = (await Promise.allSettled(reads)).find((result) => result.status === "rejected");
-    if (failure !== undefined) {
-      this.#pool.give(data);
-      throw failure.reason;
-    }
-    return { parts, data };
+    if (failure !== undefined) throw failure.reason;
+    return parts;
   }
 
   #errorReply(session: Session, request: RequestHeader, error: unknown): Buffer {
@@ -351,11 +390,11 @@ function clampExtents(extents: readonly Extent[], length: number): Extent[] {
   return out;
 }
 
-/** Splits a read into runs that read as zeros and runs that need data; backend errors mean "all data". */
-async function readSegments(session: Session, request: RequestHeader): Promise<{ length: number; zero: boolean }[]> {
+/** Splits a range into runs that read as zeros and runs that need data; backend errors mean "all data". */
+async function readSegments(backend: ExportBackend, offset: number, length: number): Promise<{ length: number; zero: boolean }[]> {
   let extents: Extent[];
   try {
-    extents = clampExtents(await session.entry.backend.blockStatus(request.offset, request.length), request.length);
+    extents = clampExtents(await backend.blockStatus(offset, length), length);
   } catch {
     extents = [];
   }
@@ -369,10 +408,10 @@ async function readSegments(session: Session, request: RequestHeader): Promise<{
     covered += extent.length;
   }
   // Whatever the backend did not describe is read as data.
-  if (covered < request.length) {
+  if (covered < length) {
     const last = segments[segments.length - 1];
-    if (last !== undefined && !last.zero) last.length += request.length - covered;
-    else segments.push({ length: request.length - covered, zero: false });
+    if (last !== undefined && !last.zero) last.length += length - covered;
+    else segments.push({ length: length - covered, zero: false });
   }
   return segments;
 }

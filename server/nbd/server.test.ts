@@ -4,7 +4,7 @@ import { once } from "node:events";
 import { readFile, stat, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { STATE_HOLE, STATE_ZERO } from "./backend.ts";
+import { STATE_HOLE, STATE_ZERO, type ExportBackend, type Extent } from "./backend.ts";
 import { NbdClient, NbdError } from "./client.ts";
 import {
   BASE_ALLOCATION,
@@ -90,14 +90,16 @@ async function rawConnect(socketPath: string, exportName: string, options: { str
       socket.write(encodeRequestHeader({ type, flags, offset, length, handleHigh: 0, handleLow: handle }));
       if (payload) socket.write(payload);
     },
-    /** Next reply; `readLength` says how much data follows a successful simple reply. */
-    async reply(readLength = 0): Promise<Reply> {
+    /** Next reply; `readLength` says how much data follows a successful simple reply (to which handle). */
+    async reply(readLength: number | ((handle: number) => number) = 0): Promise<Reply> {
       const magic = (await reader.read(4)).readUInt32BE(0);
       if (magic === SIMPLE_REPLY_MAGIC) {
         const rest = await reader.read(12);
         const error = rest.readUInt32BE(0);
-        const payload = error === 0 && readLength > 0 ? await reader.read(readLength) : Buffer.alloc(0);
-        return { kind: "simple", handle: rest.readUInt32BE(8), error, flags: 0, type: 0, payload };
+        const handle = rest.readUInt32BE(8);
+        const length = typeof readLength === "number" ? readLength : readLength(handle);
+        const payload = error === 0 && length > 0 ? await reader.read(length) : Buffer.alloc(0);
+        return { kind: "simple", handle, error, flags: 0, type: 0, payload };
       }
       assert.equal(magic, STRUCTURED_REPLY_MAGIC);
       const rest = await reader.read(16);
@@ -493,4 +495,355 @@ test("close() ends connections, answers late requests, and removes the unix sock
   const again = new NbdServer();
   await again.listen({ socketPath });
   await again.close();
+});
+
+/** Wraps a backend to see the reads the server makes, and to hold or fail them. */
+class ProbeBackend implements ExportBackend {
+  readonly reads: { offset: number; length: number }[] = [];
+  /** Reads overlapping this range fail with EIO. */
+  failing: { offset: number; length: number } | null = null;
+  /** While set, reads wait for it. */
+  held: Promise<void> | null = null;
+  readonly #inner: ExportBackend;
+
+  constructor(inner: ExportBackend) {
+    this.#inner = inner;
+  }
+
+  get size(): number {
+    return this.#inner.size;
+  }
+
+  get readOnly(): boolean {
+    return this.#inner.readOnly;
+  }
+
+  async read(offset: number, target: Buffer): Promise<void> {
+    this.reads.push({ offset, length: target.length });
+    if (this.held !== null) await this.held;
+    const bad = this.failing;
+    if (bad !== null && offset < bad.offset + bad.length && bad.offset < offset + target.length) {
+      throw Object.assign(new Error("bad sector"), { code: "EIO" });
+    }
+    await this.#inner.read(offset, target);
+  }
+
+  write(offset: number, data: Buffer, options?: { fua?: boolean }): Promise<void> {
+    return this.#inner.write(offset, data, options);
+  }
+
+  flush(): Promise<void> {
+    return this.#inner.flush();
+  }
+
+  trim(offset: number, length: number): Promise<void> {
+    return this.#inner.trim(offset, length);
+  }
+
+  writeZeroes(offset: number, length: number, options?: { noHole?: boolean; fua?: boolean }): Promise<void> {
+    return this.#inner.writeZeroes(offset, length, options);
+  }
+
+  blockStatus(offset: number, length: number): Promise<Extent[]> {
+    return this.#inner.blockStatus(offset, length);
+  }
+
+  close(): Promise<void> {
+    return this.#inner.close();
+  }
+
+  reset(): void {
+    this.reads.length = 0;
+    this.failing = null;
+    this.held = null;
+  }
+}
+
+type RawConnection = Awaited<ReturnType<typeof rawConnect>>;
+
+interface ReadRequest {
+  offset: number;
+  length: number;
+  flags?: number;
+}
+
+/** Sends READs with handles `first`, `first + 1`, ... in one write, so that the server parses them in one go. */
+function sendReads(raw: RawConnection, requests: ReadRequest[], first = 1): void {
+  raw.socket.cork();
+  requests.forEach((request, i) => raw.send(CMD_READ, request.flags ?? 0, request.offset, request.length, first + i));
+  raw.socket.uncork();
+}
+
+/** Replies to READs sent by sendReads (handle i + 1 is requests[i]), by handle, until each is complete. */
+async function gatherReplies(raw: RawConnection, requests: ReadRequest[]): Promise<Map<number, Reply[]>> {
+  const replies = new Map<number, Reply[]>();
+  for (let complete = 0; complete < requests.length; ) {
+    const reply = await raw.reply((handle) => requests[handle - 1]!.length);
+    const chunks = replies.get(reply.handle) ?? [];
+    assert.ok(chunks.every((chunk) => (chunk.flags & REPLY_FLAG_DONE) === 0), `handle ${reply.handle}: chunk after DONE`);
+    chunks.push(reply);
+    replies.set(reply.handle, chunks);
+    if (reply.kind === "simple" || (reply.flags & REPLY_FLAG_DONE) !== 0) complete++;
+  }
+  return replies;
+}
+
+/** The bytes of a successful reply; checks that structured chunks cover the request exactly, DONE on the last. */
+function replyBytes(request: ReadRequest, chunks: Reply[]): Buffer {
+  assert.deepEqual(
+    chunks.map((chunk) => chunk.error),
+    chunks.map(() => 0),
+  );
+  if (chunks[0]!.kind === "simple") return chunks[0]!.payload;
+  const bytes = Buffer.alloc(request.length);
+  const covered = new Uint8Array(request.length);
+  chunks.forEach((chunk, i) => {
+    assert.equal(chunk.flags & REPLY_FLAG_DONE, i === chunks.length - 1 ? REPLY_FLAG_DONE : 0);
+    const at = readU64(chunk.payload, 0) - request.offset;
+    const length = chunk.type === REPLY_TYPE_OFFSET_DATA ? chunk.payload.length - 8 : chunk.payload.readUInt32BE(8);
+    const inside = at >= 0 && at + length <= request.length;
+    assert.ok(inside && covered.subarray(at, at + length).every((c) => c === 0), "chunks overlap or leave the request");
+    covered.fill(1, at, at + length);
+    if (chunk.type === REPLY_TYPE_OFFSET_DATA) chunk.payload.copy(bytes, at, 8);
+    else assert.equal(chunk.type, REPLY_TYPE_OFFSET_HOLE); // zeros
+  });
+  assert.ok(covered.every((c) => c === 1), "chunks leave gaps");
+  return bytes;
+}
+
+describe("contiguous pipelined READs", () => {
+  const SPARSE_BLOCKS = 16;
+  const ALLOCATED = [0, 2, 3, 7, 8];
+  let socketPath: string;
+  let server: NbdServer;
+  let dataBytes: Buffer;
+  let sparseBytes: Buffer;
+  let data: ProbeBackend;
+  let sparse: ProbeBackend;
+  const cleanups: (() => Promise<void> | void)[] = [];
+
+  before(async () => {
+    const dir = await makeTempDir((fn) => cleanups.push(fn));
+    dataBytes = randomBytes(8 * MiB);
+    await writeFile(join(dir, "data.raw"), dataBytes);
+    sparseBytes = Buffer.alloc(SPARSE_BLOCKS * BLOCK);
+    for (const block of ALLOCATED) randomBytes(BLOCK).copy(sparseBytes, block * BLOCK);
+    await writeFile(join(dir, "sparse.raw"), sparseBytes);
+    data = new ProbeBackend(await openRawFileBackend(join(dir, "data.raw"), { readOnly: true }));
+    const tracking = await AllocationTrackingBackend.open(join(dir, "sparse.raw"), {
+      readOnly: true,
+      blockSize: BLOCK,
+      allocatedBlocks: ALLOCATED,
+    });
+    sparse = new ProbeBackend(tracking);
+    cleanups.push(() => data.close(), () => sparse.close());
+    server = new NbdServer();
+    server.addExport("data", data);
+    server.addExport("sparse", sparse);
+    socketPath = join(dir, "nbd.sock");
+    await server.listen({ socketPath });
+    cleanups.push(() => server.close());
+  });
+
+  after(async () => {
+    for (const fn of cleanups.reverse()) await fn();
+  });
+
+  const connect = (name: string, structured: boolean) => rawConnect(socketPath, name, { structured, baseAllocation: false });
+
+  for (const structured of [true, false]) {
+    const replies = structured ? "structured" : "simple";
+
+    test(`a sequential pipeline is read in few backend reads, each request answered with its bytes (${replies} replies)`, async () => {
+      data.reset();
+      const requests = Array.from({ length: 40 }, (_, i) => ({ offset: 100 + i * BLOCK, length: BLOCK }));
+      const raw = await connect("data", structured);
+      try {
+        sendReads(raw, requests);
+        const answers = await gatherReplies(raw, requests);
+        requests.forEach((request, i) => {
+          assert.deepEqual(replyBytes(request, answers.get(i + 1)!), dataBytes.subarray(request.offset, request.offset + request.length));
+        });
+      } finally {
+        raw.socket.destroy();
+      }
+      assert.ok(data.reads.length <= requests.length / 4, `${data.reads.length} backend reads for ${requests.length} requests`);
+      // The reads tile the range, none beyond the merge cap.
+      let next = 100;
+      for (const read of [...data.reads].sort((a, b) => a.offset - b.offset)) {
+        assert.equal(read.offset, next);
+        assert.ok(read.length <= 2 * MiB);
+        next += read.length;
+      }
+      assert.equal(next, 100 + requests.length * BLOCK);
+    });
+
+    test(`only requests that follow each other merge, up to 2 MiB (${replies} replies)`, async () => {
+      data.reset();
+      const requests = [
+        { offset: 0, length: 1000 },
+        { offset: 1000, length: 5000 },
+        { offset: 6000, length: 100 },
+        { offset: MiB, length: 4096 },
+        { offset: 512 * 1024, length: BLOCK },
+        { offset: 512 * 1024 + BLOCK, length: BLOCK },
+        { offset: 4 * MiB, length: 2 * MiB },
+        { offset: 6 * MiB, length: 4096 },
+        { offset: 3 * MiB, length: 10 },
+        { offset: 3 * MiB, length: 10 },
+        { offset: 7 * MiB, length: 4096 },
+        { offset: 7 * MiB - 4096, length: 4096 },
+      ];
+      const raw = await connect("data", structured);
+      try {
+        sendReads(raw, requests);
+        const answers = await gatherReplies(raw, requests);
+        requests.forEach((request, i) => {
+          assert.deepEqual(replyBytes(request, answers.get(i + 1)!), dataBytes.subarray(request.offset, request.offset + request.length));
+        });
+      } finally {
+        raw.socket.destroy();
+      }
+      assert.deepEqual(data.reads, [
+        { offset: 0, length: 6100 },
+        { offset: MiB, length: 4096 },
+        { offset: 512 * 1024, length: 2 * BLOCK },
+        { offset: 4 * MiB, length: 2 * MiB },
+        { offset: 6 * MiB, length: 4096 },
+        { offset: 3 * MiB, length: 10 },
+        { offset: 3 * MiB, length: 10 },
+        { offset: 7 * MiB, length: 4096 },
+        { offset: 7 * MiB - 4096, length: 4096 },
+      ]);
+    });
+
+    test(`a failed backend read fails every request merged into it, and no other (${replies} replies)`, async () => {
+      data.reset();
+      data.failing = { offset: 2 * MiB, length: 1 };
+      const requests = [
+        { offset: 2 * MiB - 2 * BLOCK, length: BLOCK },
+        { offset: 2 * MiB - BLOCK, length: BLOCK },
+        { offset: 2 * MiB, length: BLOCK },
+        { offset: 2 * MiB + BLOCK, length: BLOCK },
+        { offset: 5 * MiB, length: BLOCK },
+        { offset: 5 * MiB + BLOCK, length: BLOCK },
+      ];
+      const raw = await connect("data", structured);
+      try {
+        sendReads(raw, requests);
+        const answers = await gatherReplies(raw, requests);
+        for (const handle of [1, 2, 3, 4]) {
+          const [reply, ...more] = answers.get(handle)!;
+          assert.equal(more.length, 0);
+          assert.equal(reply!.error, ERRNO.EIO);
+          if (structured) assert.equal(reply!.type, REPLY_TYPE_ERROR);
+        }
+        for (const handle of [5, 6]) {
+          const request = requests[handle - 1]!;
+          assert.deepEqual(replyBytes(request, answers.get(handle)!), dataBytes.subarray(request.offset, request.offset + request.length));
+        }
+        // The connection goes on.
+        sendReads(raw, [requests[0]!]);
+        const again = await gatherReplies(raw, [requests[0]!]);
+        assert.deepEqual(replyBytes(requests[0]!, again.get(1)!), dataBytes.subarray(2 * MiB - 2 * BLOCK, 2 * MiB - BLOCK));
+      } finally {
+        raw.socket.destroy();
+      }
+      assert.equal(data.reads.length, 3);
+    });
+  }
+
+  test("merged structured reads over holes: per-request hole and data chunks, one data chunk under DF, holes not read", async () => {
+    sparse.reset();
+    const K = 1024;
+    // Ten requests of 48 KiB from 16 KiB on; the sixth, over a hole, with DF.
+    const requests = Array.from({ length: 10 }, (_, i) => ({
+      offset: 16 * K + i * 48 * K,
+      length: 48 * K,
+      flags: i === 5 ? CMD_FLAG_DF : 0,
+    }));
+    const allocated = (at: number) => ALLOCATED.includes(Math.floor(at / BLOCK));
+    const raw = await connect("sparse", true);
+    try {
+      sendReads(raw, requests);
+      const answers = await gatherReplies(raw, requests);
+      requests.forEach((request, i) => {
+        const chunks = answers.get(i + 1)!;
+        assert.deepEqual(replyBytes(request, chunks), sparseBytes.subarray(request.offset, request.offset + request.length));
+        // Expected: one chunk per run of blocks of the same kind within the request (one data chunk under DF).
+        const expected: [number, number][] = [];
+        const end = request.offset + request.length;
+        for (let at = request.offset; at < end; at = Math.min(end, (Math.floor(at / BLOCK) + 1) * BLOCK)) {
+          const type = request.flags !== 0 || allocated(at) ? REPLY_TYPE_OFFSET_DATA : REPLY_TYPE_OFFSET_HOLE;
+          if (expected.at(-1)?.[0] !== type) expected.push([type, at]);
+        }
+        assert.deepEqual(
+          chunks.map((chunk) => [chunk.type, readU64(chunk.payload, 0)]),
+          expected,
+          `request ${i}`,
+        );
+      });
+    } finally {
+      raw.socket.destroy();
+    }
+    // Data runs are read across request boundaries; holes only where DF asked for data.
+    assert.deepEqual(sparse.reads, [
+      { offset: 16 * K, length: 48 * K },
+      { offset: 128 * K, length: 176 * K },
+      { offset: 448 * K, length: 48 * K },
+    ]);
+  });
+
+  test("merged structured reads over holes fail together when one of their data runs fails", async () => {
+    sparse.reset();
+    sparse.failing = { offset: 3 * BLOCK, length: 1 };
+    const requests = Array.from({ length: 4 }, (_, i) => ({ offset: i * BLOCK, length: BLOCK }));
+    const raw = await connect("sparse", true);
+    try {
+      sendReads(raw, requests);
+      const answers = await gatherReplies(raw, requests);
+      for (let handle = 1; handle <= 4; handle++) {
+        assert.deepEqual(
+          answers.get(handle)!.map((reply) => [reply.type, reply.error]),
+          [[REPLY_TYPE_ERROR, ERRNO.EIO]],
+        );
+      }
+    } finally {
+      raw.socket.destroy();
+    }
+    assert.deepEqual(sparse.reads, [
+      { offset: 0, length: BLOCK },
+      { offset: 2 * BLOCK, length: 2 * BLOCK },
+    ]);
+  });
+
+  test("shutdown while merged reads are in flight: they are answered, later requests get ESHUTDOWN", async (t) => {
+    const dir = await makeTempDir((fn) => t.after(fn));
+    await writeFile(join(dir, "d.raw"), dataBytes.subarray(0, MiB));
+    const probe = new ProbeBackend(await openRawFileBackend(join(dir, "d.raw"), { readOnly: true }));
+    t.after(() => probe.close());
+    const own = new NbdServer();
+    own.addExport("d", probe);
+    const ownSocket = join(dir, "s.sock");
+    await own.listen({ socketPath: ownSocket });
+    let release = () => {};
+    probe.held = new Promise((resolve) => (release = resolve));
+    const raw = await rawConnect(ownSocket, "d", { structured: true, baseAllocation: false });
+    const closed = once(raw.socket, "close");
+    const requests = Array.from({ length: 8 }, (_, i) => ({ offset: i * BLOCK, length: BLOCK }));
+    sendReads(raw, requests);
+    while (probe.reads.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const closing = own.close();
+    raw.send(CMD_READ, 0, 0, 4096, 9);
+    const late = await raw.reply();
+    assert.deepEqual([late.handle, late.type, late.error], [9, REPLY_TYPE_ERROR, ERRNO.ESHUTDOWN]);
+    release();
+    const answers = await gatherReplies(raw, requests);
+    requests.forEach((request, i) => {
+      assert.deepEqual(replyBytes(request, answers.get(i + 1)!), dataBytes.subarray(request.offset, request.offset + request.length));
+    });
+    await closing;
+    await closed;
+    assert.deepEqual(probe.reads, [{ offset: 0, length: 8 * BLOCK }]);
+  });
 });
