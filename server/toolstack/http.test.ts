@@ -142,7 +142,8 @@ describe("toolstack HTTP: bad input and faults", { concurrency: true }, () => {
       Status: "Failure",
       ErrorDescription: ["MESSAGE_PARAMETER_COUNT_MISMATCH", "task.create", "3", "4"],
     });
-    assert.deepEqual((await jsonRpc(url, "system.listMethods", [session])).error?.message, "MESSAGE_PARAMETER_COUNT_MISMATCH");
+    assert.deepEqual((await jsonRpc(url, "system.listMethods", [session, "extra"])).error?.message, "MESSAGE_PARAMETER_COUNT_MISMATCH");
+    assert.ok(Array.isArray((await jsonRpc(url, "system.listMethods", [session])).result), "with a session, as xen-api's call() asks");
     await login();
   });
 

@@ -146,34 +146,36 @@ describe("XML-RPC requests", () => {
 });
 
 describe("XML-RPC responses", () => {
-  test("Success and Failure as xapi writes them: one line, no whitespace between tags", () => {
+  test("Success and Failure as xapi writes them: one line, no whitespace between tags, strings untyped", () => {
     assert.equal(
       formatXmlRpcSuccess("OpaqueRef:x"),
-      '<?xml version="1.0"?><methodResponse><params><param><value><struct><member><name>Status</name><value><string>Success</string></value></member>' +
-        "<member><name>Value</name><value><string>OpaqueRef:x</string></value></member></struct></value></param></params></methodResponse>",
+      '<?xml version="1.0"?><methodResponse><params><param><value><struct><member><name>Status</name><value>Success</value></member>' +
+        "<member><name>Value</name><value>OpaqueRef:x</value></member></struct></value></param></params></methodResponse>",
     );
     assert.equal(
       formatXmlRpcFailure(["SESSION_INVALID", "OpaqueRef:y"]),
-      '<?xml version="1.0"?><methodResponse><params><param><value><struct><member><name>Status</name><value><string>Failure</string></value></member>' +
-        "<member><name>ErrorDescription</name><value><array><data><value><string>SESSION_INVALID</string></value><value><string>OpaqueRef:y</string></value>" +
+      '<?xml version="1.0"?><methodResponse><params><param><value><struct><member><name>Status</name><value>Failure</value></member>' +
+        "<member><name>ErrorDescription</name><value><array><data><value>SESSION_INVALID</value><value>OpaqueRef:y</value>" +
         "</data></array></value></member></struct></value></param></params></methodResponse>",
     );
   });
 
-  test("values: int64 as strings, floats as <double>, dates, booleans, nested structs, escaping", () => {
-    assert.equal(encodeXmlRpcValue(10737418240), "<value><string>10737418240</string></value>");
+  test("values: strings and int64 untyped, floats as <double>, dates, booleans, nested structs, escaping", () => {
+    assert.equal(encodeXmlRpcValue(10737418240), "<value>10737418240</value>");
+    assert.equal(encodeXmlRpcValue(""), "<value></value>", "empty: xen-api reads <string></string> as undefined");
     assert.equal(encodeXmlRpcValue(0.25), "<value><double>0.25</double></value>");
     assert.equal(encodeXmlRpcValue(new XenDouble(1)), "<value><double>1</double></value>");
     assert.equal(encodeXmlRpcValue("20261123T10:08:00Z"), "<value><dateTime.iso8601>20261123T10:08:00Z</dateTime.iso8601></value>");
     assert.equal(encodeXmlRpcValue(true), "<value><boolean>1</boolean></value>");
-    assert.equal(encodeXmlRpcValue(null), "<value><string></string></value>");
+    assert.equal(encodeXmlRpcValue(null), "<value></value>");
     assert.equal(encodeXmlRpcValue([]), "<value><array><data></data></array></value>");
     assert.equal(encodeXmlRpcValue({}), "<value><struct></struct></value>");
     assert.equal(
       encodeXmlRpcValue({ "a<b": ["x&y", { n: 1 }] }),
-      "<value><struct><member><name>a&lt;b</name><value><array><data><value><string>x&amp;y</string></value>" +
-        "<value><struct><member><name>n</name><value><string>1</string></value></member></struct></value></data></array></value></member></struct></value>",
+      "<value><struct><member><name>a&lt;b</name><value><array><data><value>x&amp;y</value>" +
+        "<value><struct><member><name>n</name><value>1</value></member></struct></value></data></array></value></member></struct></value>",
     );
+    assert.equal(encodeXmlRpcValue("tab\tline\ncr\rbell\u0007nul\u0000"), "<value>tab\tline\ncr\rbellnul</value>", "characters XML cannot carry are dropped");
   });
 
   test("what is encoded parses back (a task's result is read this way)", () => {

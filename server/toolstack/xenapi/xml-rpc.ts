@@ -1,7 +1,8 @@
 // XML-RPC as XenAPI speaks it (compat-notes §3): a methodCall in, a methodResponse out whose value is a
 // struct {Status: Success, Value} or {Status: Failure, ErrorDescription: [code, params...]}. Parsing is
-// fast-xml-parser's; only the XML-RPC value model on top of it is ours. int64 values go out as strings,
-// as xapi sends them (XML-RPC's <i4> is 32-bit).
+// fast-xml-parser's; only the XML-RPC value model on top of it is ours. Strings and int64 values go out
+// untyped (<value>text</value>), as xapi writes them (XML-RPC's <i4> is 32-bit; xen-api's parser reads an
+// empty <string></string> as undefined, an empty <value></value> as "").
 import { XMLParser } from "fast-xml-parser";
 import { XEN_DATE, XenDouble, type XenValue } from "./values.ts";
 
@@ -137,21 +138,24 @@ export function parseXmlRpcValue(text: string): XenValue {
   return decodeValue(only(parseDocument(text).value, "<value>"));
 }
 
+const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;" };
+
+/** Text as XML holds it: markup escaped; control characters XML 1.0 cannot carry dropped, as xapi drops them. */
 function escapeXml(text: string): string {
-  return text.replace(/[&<>]/g, (c) => (c === "&" ? "&amp;" : c === "<" ? "&lt;" : "&gt;"));
+  return text.replace(/[&<>]|[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]/g, (c) => ESCAPES[c] ?? "");
 }
 
 /** One value as XML-RPC, the way xapi writes it: no whitespace between tags. */
 export function encodeXmlRpcValue(value: XenValue | undefined): string {
-  if (value === null || value === undefined) return "<value><string></string></value>";
+  if (value === null || value === undefined) return "<value></value>";
   if (value instanceof XenDouble) return `<value><double>${value.value}</double></value>`;
   switch (typeof value) {
     case "string":
       return XEN_DATE.test(value)
         ? `<value><dateTime.iso8601>${value}</dateTime.iso8601></value>`
-        : `<value><string>${escapeXml(value)}</string></value>`;
+        : `<value>${escapeXml(value)}</value>`;
     case "number":
-      return Number.isInteger(value) ? `<value><string>${value}</string></value>` : `<value><double>${value}</double></value>`;
+      return Number.isInteger(value) ? `<value>${value}</value>` : `<value><double>${value}</double></value>`;
     case "boolean":
       return `<value><boolean>${value ? 1 : 0}</boolean></value>`;
   }
