@@ -6,7 +6,7 @@ import { describe, test, type TestContext } from "node:test";
 import { ROOT_PASSWORD, serveTestToolstack } from "./testing.ts";
 import type { ServeOptions } from "./serve.ts";
 import type { XenValue } from "./xenapi/values.ts";
-import { encodeXmlRpcValue, parseXmlRpcValue } from "./xenapi/xml-rpc.ts";
+import { formatXmlRpcCall, parseXmlRpcValue } from "./xenapi/xml-rpc.ts";
 
 interface Reply {
   status: number;
@@ -27,8 +27,6 @@ async function jsonRpc(base: string, method: string, params: unknown[]): Promise
   return JSON.parse(reply.text) as never;
 }
 
-const xmlCall = (method: string, params: XenValue[]) =>
-  `<?xml version="1.0"?><methodCall><methodName>${method}</methodName><params>${params.map((p) => `<param>${encodeXmlRpcValue(p)}</param>`).join("")}</params></methodCall>`;
 
 /** The struct an XML-RPC response holds ({Status, Value} or {Status, ErrorDescription}). */
 function xmlResponse(reply: Reply): Record<string, XenValue> {
@@ -39,7 +37,7 @@ function xmlResponse(reply: Reply): Record<string, XenValue> {
   return parseXmlRpcValue(inner[1]!) as Record<string, XenValue>;
 }
 
-const xmlRpc = async (base: string, method: string, params: XenValue[]) => xmlResponse(await post(base, xmlCall(method, params), { "content-type": "text/xml" }));
+const xmlRpc = async (base: string, method: string, params: XenValue[]) => xmlResponse(await post(base, formatXmlRpcCall(method, params), { "content-type": "text/xml" }));
 
 async function serve(t: TestContext, options: Partial<ServeOptions> = {}) {
   const { url } = await serveTestToolstack(t, options);
@@ -105,7 +103,7 @@ describe("toolstack HTTP: bad input and faults", { concurrency: true }, () => {
     const deepJson = `{"jsonrpc":"2.0","method":"event.from","params":["${session}",${"[".repeat(depth)}${"]".repeat(depth)},"",0],"id":1}`;
     const reply = JSON.parse((await post(`${url}jsonrpc`, deepJson, { "content-type": "application/json" })).text);
     assert.deepEqual(reply.error, { code: 1, message: "FIELD_TYPE_ERROR", data: ["classes"] });
-    const deepXml = xmlCall("event.from", [session]).replace(
+    const deepXml = formatXmlRpcCall("event.from", [session]).replace(
       "</params>",
       `<param>${"<value><array><data>".repeat(depth)}${"</data></array></value>".repeat(depth)}</param></params>`,
     );
@@ -180,7 +178,7 @@ describe("toolstack HTTP: bad input and faults", { concurrency: true }, () => {
     assert.equal((await post(`${url}nowhere`, body, { "content-type": "application/json" })).status, 404);
     // XML-RPC is served at /, /xmlrpc (xen-api) and /RPC2 (Python's default), with or without a trailing slash.
     for (const path of ["", "xmlrpc", "RPC2", "xmlrpc/"]) {
-      const reply = xmlResponse(await post(`${url}${path}`, xmlCall("system.listMethods", []), { "content-type": "text/xml" }));
+      const reply = xmlResponse(await post(`${url}${path}`, formatXmlRpcCall("system.listMethods", []), { "content-type": "text/xml" }));
       assert.equal(reply.Status, "Success", path);
     }
     await login();

@@ -6,6 +6,7 @@ import { XenDouble } from "./values.ts";
 import {
   MAX_XML_DEPTH,
   encodeXmlRpcValue,
+  formatXmlRpcCall,
   formatXmlRpcFailure,
   formatXmlRpcSuccess,
   parseXmlRpcCall,
@@ -176,6 +177,11 @@ describe("XML-RPC responses", () => {
         "<value><struct><member><name>n</name><value>1</value></member></struct></value></data></array></value></member></struct></value>",
     );
     assert.equal(encodeXmlRpcValue("tab\tline\ncr\rbell\u0007nul\u0000"), "<value>tab\tline\ncr\rbellnul</value>", "characters XML cannot carry are dropped");
+  });
+
+  test("a methodCall as clients send it parses back", () => {
+    const params = ["OpaqueRef:s", { SR: "OpaqueRef:sr", virtual_size: 1073741824, sharable: false }, ["a"]];
+    assert.deepEqual(parseXmlRpcCall(formatXmlRpcCall("VDI.create", params)), { method: "VDI.create", params: [params[0], { SR: "OpaqueRef:sr", virtual_size: "1073741824", sharable: false }, ["a"]] });
   });
 
   test("what is encoded parses back (a task's result is read this way)", () => {

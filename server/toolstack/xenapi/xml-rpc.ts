@@ -166,6 +166,11 @@ export function encodeXmlRpcValue(value: XenValue | undefined): string {
   return `<value><struct>${members}</struct></value>`;
 }
 
+/** A methodCall as a client sends it (tests, benchmarks). */
+export function formatXmlRpcCall(method: string, params: readonly XenValue[]): string {
+  return `<?xml version="1.0"?><methodCall><methodName>${escapeXml(method)}</methodName><params>${params.map((p) => `<param>${encodeXmlRpcValue(p)}</param>`).join("")}</params></methodCall>`;
+}
+
 function response(value: XenValue): string {
   return `<?xml version="1.0"?><methodResponse><params><param>${encodeXmlRpcValue(value)}</param></params></methodResponse>`;
 }
