@@ -102,7 +102,7 @@ describe("data tasks", () => {
     assert.equal(record.status, "success", JSON.stringify(record.error_info));
     assert.equal(record.progress, 1);
     assert.ok([...seen].every((p) => p >= 0 && p <= 1));
-    const copy = /<value><string>(OpaqueRef:[^<]+)<\/string><\/value>/.exec(String(record.result))?.[1];
+    const copy = /(OpaqueRef:[0-9a-f-]+)/.exec(String(record.result))?.[1];
     assert.ok(copy !== undefined, `task result names the copy: ${String(record.result)}`);
 
     const copied = await client.call<Record<string, unknown>>("VDI.get_record", copy);

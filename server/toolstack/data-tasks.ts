@@ -20,16 +20,7 @@ import { objectErrors } from "./object-errors.ts";
 import { type AttachedSr, attachedSr, DBG, hasFeature } from "./srs.ts";
 import { TASK_KIND_KEY, type TaskControl } from "./tasks.ts";
 import type { Toolstack } from "./toolstack.ts";
-import {
-  announceChanges,
-  KEYS,
-  type LocatedVdi,
-  markOperation,
-  OTHER_CONFIG_PREFIX,
-  rememberVdi,
-  SM_CONFIG_PREFIX,
-  vdiRef,
-} from "./vdi-records.ts";
+import { announceChanges, fieldKeys, type LocatedVdi, markOperation, rememberVdi, setVolumeKeys, vdiRef, volumeFields } from "./vdi-records.ts";
 import type { XenApiError } from "./xenapi/errors.ts";
 import type { XenRecord, XenValue } from "./xenapi/values.ts";
 
@@ -65,7 +56,7 @@ function wholeDisk(size: number): Blocklist {
   return { blocksize: COPY_BLOCK, ranges: [[0, Math.ceil(size / COPY_BLOCK)]] };
 }
 
-/** Whether a datapath plugin runs Data.copy: a daemon is asked anyway; a script plugin needs the script. */
+/** Whether a datapath plugin runs Data.copy: a script plugin needs the script; a daemon has none to look for. */
 async function offersDataCopy(plugin: RegisteredPlugin): Promise<boolean> {
   if (existsSync(join(plugin.path, ENDPOINT_FILE))) return true;
   return findScript(plugin.path, "Data.copy", plugin.dir).then(
@@ -153,25 +144,26 @@ async function cleanUp(ts: Toolstack, state: DataTaskState, failed: boolean): Pr
 }
 
 /**
- * Runs `setup` (which starts the operation), follows the operation, cleans up in every outcome, and runs
- * `done` after a success. A cancel that comes after the work is done still cancels (the task ends
- * cancelled, so nothing of it may stay): the last check is after the last await.
+ * Runs `setup` (which starts the operation; `busy` marks a VDI it makes as worked on), follows the
+ * operation, cleans up in every outcome, and runs `done` after a success. A cancel that comes after the
+ * work is done still cancels (the task ends cancelled, so nothing of it may stay): the last check is after
+ * the last await.
  */
 async function seeThrough(
   ts: Toolstack,
   control: TaskControl,
   state: DataTaskState,
-  setup: () => Promise<void>,
+  setup: (busy: (vdi: string) => void) => Promise<void>,
   done: () => Promise<void> = async () => {},
 ): Promise<void> {
   const operation = state.what === "data-mirror" ? "mirror" : "copy";
-  const releases = [markOperation(ts, [state.vdi], control.ref, operation)];
+  const releases: Array<() => void> = [];
+  const busy = (vdi: string) => releases.push(markOperation(ts, [vdi], control.ref, operation));
+  busy(state.vdi);
   try {
-    await setup();
-    if (state.destination !== undefined) {
-      const sr = await attachedSr(ts, state.destination.sr);
-      releases.push(markOperation(ts, [vdiRef(sr.uuid, state.destination.key)], control.ref, operation));
-    }
+    // A recovered copy's destination is known from the start.
+    if (state.destination !== undefined) busy(vdiRef((await attachedSr(ts, state.destination.sr)).uuid, state.destination.key));
+    await setup(busy);
     if (state.operation === undefined) throw objectErrors.taskInterrupted(control.ref, "the service restarted before the data operation started");
     await follow(ts, control, state);
     await cleanUp(ts, state, false);
@@ -185,15 +177,6 @@ async function seeThrough(
   } finally {
     for (const release of releases) release();
   }
-}
-
-/** The keys that carry XenAPI fields over to a copy (type and the maps, not the snapshot keys). */
-function carriedKeys(keys: Record<string, string>): Array<[string, string]> {
-  return Object.entries(keys).filter(([k]) => k === KEYS.type || k.startsWith(OTHER_CONFIG_PREFIX) || k.startsWith(SM_CONFIG_PREFIX));
-}
-
-async function setKeys(sr: AttachedSr, key: string, keys: Array<[string, string]>): Promise<void> {
-  for (const [k, v] of keys) await sr.plugin.client.call("Volume.set", { dbg: DBG, sr: sr.uri, key, k, v });
 }
 
 /**
@@ -213,7 +196,7 @@ export async function copyVdi(ts: Toolstack, control: TaskControl, source: Locat
     ts,
     control,
     state,
-    async () => {
+    async (busy) => {
       created = await dest.plugin.client.call("Volume.create", {
         dbg: DBG,
         sr: dest.uri,
@@ -223,8 +206,9 @@ export async function copyVdi(ts: Toolstack, control: TaskControl, source: Locat
         sharable: volume.sharable,
       });
       state.destination = { sr: dest.ref, key: created.key };
+      busy(vdiRef(dest.uuid, created.key));
       await save(control, state);
-      await setKeys(dest, created.key, carriedKeys(volume.keys));
+      await setVolumeKeys(dest, created.key, fieldKeys(volumeFields(volume)), { undo: false });
       await announceChanges(ts, dest.ref);
       const domain = `hangar-${randomUUID()}`;
       const writer: Attachment = { uri: (await ts.storage.datapathFor(created.uri)).uri, domain, mode: "rw" };
@@ -254,7 +238,7 @@ async function copyVolume(ts: Toolstack, source: LocatedVdi, dest: AttachedSr, v
     throw objectErrors.vdiCopyFailed(`the ${source.sr.type} datapath has no Data.copy, and Volume.copy needs both SRs of one plugin declaring VDI_COPY`);
   }
   const copied = await source.sr.plugin.client.call("Volume.copy", { dbg: DBG, sr: source.sr.uri, key: source.key, dest_sr: dest.uri });
-  await setKeys(dest, copied.key, carriedKeys(volume.keys));
+  await setVolumeKeys(dest, copied.key, fieldKeys(volumeFields(volume)), { undo: true });
   await announceChanges(ts, dest.ref);
   return rememberVdi(ts, dest, copied);
 }
@@ -287,6 +271,9 @@ export async function recoverDataTask(ts: Toolstack, ref: string, record: XenRec
   const parsed = text === undefined ? undefined : ZState.safeParse(JSON.parse(text));
   if (parsed === undefined || !parsed.success) throw objectErrors.taskInterrupted(ref, "the service restarted before the task recorded its state");
   const state = parsed.data;
+  // A cancel asked for before the restart is asked again of the new run: pending, then task.cancel.
+  const cancelling = record.status === "cancelling";
+  if (cancelling) await ts.objects.set("task", ref, { status: "pending" });
   ts.tasks.run(ref, async (control) => {
     let result: string | undefined;
     // An operation the plugin no longer knows fails in Data.stat: the task then fails with that reason.
@@ -299,6 +286,7 @@ export async function recoverDataTask(ts: Toolstack, ref: string, record: XenRec
     });
     return result;
   });
+  if (cancelling) await ts.tasks.cancel(ref);
 }
 
 /**

@@ -14,11 +14,6 @@ export interface Attachment {
   mode: "ro" | "rw" | "none";
 }
 
-/** The datapath URI a volume is plugged through: the first of its URIs a datapath plugin serves. */
-export async function datapathUri(ts: Toolstack, volumeUris: readonly string[]): Promise<string> {
-  return (await ts.storage.datapathFor(volumeUris)).uri;
-}
-
 /** Plugs the attachment; on failure whatever was done is undone. Answers the datapath's implementations. */
 export async function plug(ts: Toolstack, attachment: Attachment): Promise<Implementation[]> {
   const { plugin, uri } = await ts.storage.datapathFor([attachment.uri]);

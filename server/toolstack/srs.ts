@@ -12,7 +12,7 @@ import type { XenRecord } from "./xenapi/values.ts";
 /** The `dbg` of every plugin call the toolstack makes. */
 export const DBG = "hangar toolstack";
 /** PBD other_config key of the attached SR's URI (what SR.attach answered). */
-export const SR_URI_KEY = "hangar-sr-uri";
+const SR_URI_KEY = "hangar-sr-uri";
 const STAT_CACHE_MS = 2000;
 /** How long a record waits for SR.stat before showing the last known values: a hung plugin must not hold listings. */
 const STAT_WAIT_MS = 5000;
@@ -131,13 +131,17 @@ export async function liveSrFields(ts: Toolstack, stored: StoredObject): Promise
   } catch {
     return { health: ["Unreachable", "not attached on this host (PBD.plug attaches it)"] };
   }
+  let timer: NodeJS.Timeout | undefined;
   const waited = await Promise.race([
     statSr(ts, sr).then(
       (stat) => ({ stat }),
       (error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }),
     ),
-    new Promise<{ error: string }>((resolve) => setTimeout(() => resolve({ error: `SR.stat did not answer within ${STAT_WAIT_MS / 1000} s` }), STAT_WAIT_MS).unref()),
+    new Promise<{ error: string }>((resolve) => {
+      timer = setTimeout(() => resolve({ error: `SR.stat did not answer within ${STAT_WAIT_MS / 1000} s` }), STAT_WAIT_MS);
+    }),
   ]);
+  clearTimeout(timer);
   if ("error" in waited) {
     const last = lastStats.get(ts)?.get(stored.ref);
     return { ...(last === undefined ? {} : spaceFields(last)), health: ["Unreachable", waited.error] };

@@ -22,7 +22,7 @@ export const KEYS = {
   cloneOnBoot: "clone-on-boot",
 } as const;
 export const OTHER_CONFIG_PREFIX = "_other_config_";
-export const SM_CONFIG_PREFIX = "_sm_config_";
+const SM_CONFIG_PREFIX = "_sm_config_";
 
 export const VDI_TYPES = [
   "system",
@@ -58,7 +58,7 @@ const NAMESPACE = Buffer.from("3f6c2b9e8d1a4c57a0e2b5d94c7f1e68", "hex");
 const derived = new Map<string, string>();
 
 /** A name-based UUID (v5, SHA-1) in Hangar's namespace; remembered, as listings derive thousands. */
-export function nameUuid(name: string): string {
+function nameUuid(name: string): string {
   let uuid = derived.get(name);
   if (uuid !== undefined) return uuid;
   const hash = createHash("sha1").update(NAMESPACE).update(name).digest();
@@ -90,6 +90,30 @@ function vdiType(volume: Volume): string {
   if (volume.volume_type === "CBT_Metadata") return "cbt_metadata";
   const type = volume.keys[KEYS.type];
   return type !== undefined && (VDI_TYPES as readonly string[]).includes(type) ? type : "user";
+}
+
+/** The XenAPI fields a volume keeps in its keys: type and the maps. */
+export function volumeFields(volume: Volume): { type: string; other_config: StringMap; sm_config: StringMap } {
+  return { type: vdiType(volume), other_config: prefixed(volume.keys, OTHER_CONFIG_PREFIX), sm_config: prefixed(volume.keys, SM_CONFIG_PREFIX) };
+}
+
+/** The keys that keep those fields on a volume (a new one: plugins copy no keys to snapshots, clones, copies). */
+export function fieldKeys(fields: XenRecord): Array<[string, string]> {
+  return [
+    [KEYS.type, String(fields.type)],
+    ...Object.entries(fields.other_config as StringMap).map(([k, v]): [string, string] => [`${OTHER_CONFIG_PREFIX}${k}`, v]),
+    ...Object.entries(fields.sm_config as StringMap).map(([k, v]): [string, string] => [`${SM_CONFIG_PREFIX}${k}`, v]),
+  ];
+}
+
+/** Sets keys on a volume; with `undo`, a failure destroys the volume (a volume just made stays whole or goes). */
+export async function setVolumeKeys(sr: AttachedSr, key: string, keys: ReadonlyArray<readonly [string, string]>, options: { undo: boolean }): Promise<void> {
+  try {
+    for (const [k, v] of keys) await sr.plugin.client.call("Volume.set", { dbg: DBG, sr: sr.uri, key, k, v });
+  } catch (error) {
+    if (options.undo) await sr.plugin.client.call("Volume.destroy", { dbg: DBG, sr: sr.uri, key }).catch(() => undefined);
+    throw error;
+  }
 }
 
 /** snapshot_time as xapi writes dates; the key may hold xapi's form or RFC 3339. */
@@ -187,17 +211,15 @@ function buildRecords(ts: Toolstack, sr: AttachedSr, volumes: Volume[], vbds: Ma
       crash_dumps: [],
       virtual_size: volume.virtual_size,
       physical_utilisation: volume.physical_utilisation,
-      type: vdiType(volume),
+      ...volumeFields(volume),
       sharable: volume.sharable,
       read_only: !volume.read_write,
-      other_config: prefixed(volume.keys, OTHER_CONFIG_PREFIX),
       storage_lock: false,
       location: volume.key,
       managed: true,
       missing: false,
       parent: NULL_REF,
       xenstore_data: {},
-      sm_config: prefixed(volume.keys, SM_CONFIG_PREFIX),
       is_a_snapshot: isSnapshot,
       snapshot_of: (snapshotOf !== undefined && refByKey.get(snapshotOf)) || NULL_REF,
       snapshots: snapshots.get(volume.key) ?? [],

@@ -10,6 +10,7 @@ import type { Toolstack } from "../toolstack.ts";
 import {
   announceChanges,
   currentOperations,
+  fieldKeys,
   KEYS,
   listAllVdis,
   listSr,
@@ -17,7 +18,7 @@ import {
   locateVdi,
   OTHER_CONFIG_PREFIX,
   rememberVdi,
-  SM_CONFIG_PREFIX,
+  setVolumeKeys,
   VDI_TYPES,
   vdiRecord,
 } from "../vdi-records.ts";
@@ -73,8 +74,12 @@ const vdiSource: RecordSource = {
   },
   async byUuid(ts, uuid) {
     const find = () => ts.db.get<{ ref: string }>("SELECT ref FROM vdi_locations WHERE uuid = ?", [uuid]);
-    // A volume made outside the API has no locator until a listing finds it.
-    const row = (await find()) ?? (await listAllVdis(ts), await find());
+    let row = await find();
+    if (row === undefined) {
+      // A volume made outside the API has no locator until a listing finds it.
+      await listAllVdis(ts);
+      row = await find();
+    }
     if (row === undefined) throw xenErrors.uuidInvalid("VDI", uuid);
     return row.ref;
   },
@@ -93,7 +98,7 @@ function requireIdle(ts: Toolstack, vdi: LocatedVdi): void {
   if (operation !== undefined) throw objectErrors.otherOperationInProgress("VDI", vdi.ref, operation);
 }
 
-/** Runs a volume call on a located VDI, then announces the VDI (and `also`) changed. */
+/** Runs a volume call on a located VDI, then announces the VDI changed. */
 async function changeVolume(ts: Toolstack, ref: string, change: (vdi: LocatedVdi) => Promise<unknown>): Promise<void> {
   const vdi = await locateVdi(ts, ref);
   await change(vdi);
@@ -108,25 +113,6 @@ async function setPrefixedKeys(vdi: LocatedVdi, prefix: string, current: StringM
   }
   for (const [k, v] of Object.entries(wanted)) {
     if (current[k] !== v) await sr.plugin.client.call("Volume.set", { dbg: DBG, sr: sr.uri, key, k: `${prefix}${k}`, v });
-  }
-}
-
-/** The keys of a volume made from another (snapshot, clone): its type and maps; the plugin copies none. */
-function inheritedKeys(record: XenRecord): Array<[string, string]> {
-  return [
-    [KEYS.type, String(record.type)],
-    ...Object.entries(record.other_config as StringMap).map(([k, v]): [string, string] => [`${OTHER_CONFIG_PREFIX}${k}`, v]),
-    ...Object.entries(record.sm_config as StringMap).map(([k, v]): [string, string] => [`${SM_CONFIG_PREFIX}${k}`, v]),
-  ];
-}
-
-/** Sets keys on a volume just made; if that fails the volume goes again (no half-made VDI stays). */
-async function keysOrUndo(sr: AttachedSr, key: string, keys: Array<[string, string]>): Promise<void> {
-  try {
-    for (const [k, v] of keys) await sr.plugin.client.call("Volume.set", { dbg: DBG, sr: sr.uri, key, k, v });
-  } catch (error) {
-    await sr.plugin.client.call("Volume.destroy", { dbg: DBG, sr: sr.uri, key }).catch(() => undefined);
-    throw error;
   }
 }
 
@@ -159,9 +145,9 @@ async function derive(ts: Toolstack, ref: string, how: "snapshot" | "clone"): Pr
   requireFeature(vdi.sr, how === "snapshot" ? "VDI_SNAPSHOT" : "VDI_CLONE");
   const record = await vdiRecord(ts, vdi);
   const made = await vdi.sr.plugin.client.call(how === "snapshot" ? "Volume.snapshot" : "Volume.clone", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key });
-  const keys = inheritedKeys(record);
+  const keys = fieldKeys(record);
   if (how === "snapshot") keys.push([KEYS.isASnapshot, "true"], [KEYS.snapshotOf, vdi.key], [KEYS.snapshotTime, xenDate()]);
-  await keysOrUndo(vdi.sr, made.key, keys);
+  await setVolumeKeys(vdi.sr, made.key, keys, { undo: true });
   await announceChanges(ts, vdi.sr.ref, { modified: [ref] });
   return rememberVdi(ts, vdi.sr, made);
 }
@@ -191,7 +177,7 @@ export const vdiCalls = [
       size: Number(fields.virtual_size),
       sharable: fields.sharable === true,
     });
-    await keysOrUndo(sr, volume.key, inheritedKeys(fields));
+    await setVolumeKeys(sr, volume.key, fieldKeys(fields), { undo: true });
     await announceChanges(ts, sr.ref);
     return rememberVdi(ts, sr, volume);
   }),
