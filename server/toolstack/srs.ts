@@ -6,7 +6,7 @@ import { featureName, type RegisteredPlugin } from "../storage/registry.ts";
 import type { SrStat } from "../storage/types.ts";
 import type { StoredObject } from "./objects.ts";
 import type { Toolstack } from "./toolstack.ts";
-import { xenErrors } from "./xenapi/errors.ts";
+import { XenApiError, xenErrors } from "./xenapi/errors.ts";
 import type { XenRecord } from "./xenapi/values.ts";
 
 /** The `dbg` of every plugin call the toolstack makes. */
@@ -128,8 +128,9 @@ export async function liveSrFields(ts: Toolstack, stored: StoredObject): Promise
   let sr: AttachedSr;
   try {
     sr = await attachedSr(ts, stored.ref);
-  } catch {
-    return { health: ["Unreachable", "not attached on this host (PBD.plug attaches it)"] };
+  } catch (error) {
+    const detached = error instanceof XenApiError && error.code === "SR_NOT_ATTACHED";
+    return { health: ["Unreachable", detached ? "not attached on this host (PBD.plug attaches it)" : (error as Error).message] };
   }
   let timer: NodeJS.Timeout | undefined;
   const waited = await Promise.race([
