@@ -32,6 +32,7 @@ export function newRef(): string {
 /** Fields of each class that are floats in XenAPI (the rest of the numbers are int64). */
 const FLOAT_FIELDS: Record<string, readonly string[]> = {
   task: ["progress"],
+  VM: ["HVM_shadow_multiplier"],
 };
 
 /** A stored record as the API presents it: float fields marked for XML-RPC. */
