@@ -146,6 +146,27 @@ describe("hangar toolstack commands", { concurrency: 4 }, () => {
   });
 });
 
+describe("hangar serve and root's password", () => {
+  test("without HANGAR_ROOT_PASSWORD the first start prints a generated one, once; later starts keep it", async (t) => {
+    const dataDir = await tempDataDir();
+    const running: ServeProcess[] = [];
+    t.after(async () => {
+      for (const serve of running) await serve.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    });
+    const first = await startServeProcess(dataDir, { HANGAR_ROOT_PASSWORD: undefined });
+    running.push(first);
+    const password = /^root password \(shown once, stored hashed; set HANGAR_ROOT_PASSWORD to choose one\): (\S+)$/m.exec(first.banner)?.[1];
+    assert.ok(password, first.banner);
+    ok(await hangar(["task-list"], { HANGAR_URL: first.url, HANGAR_PASSWORD: password }));
+    await first.stop();
+    const second = await startServeProcess(dataDir, { HANGAR_ROOT_PASSWORD: undefined });
+    running.push(second);
+    assert.doesNotMatch(second.banner, /root password/);
+    ok(await hangar(["task-list"], { HANGAR_URL: second.url, HANGAR_PASSWORD: password }));
+  });
+});
+
 describe("hangar SR, VDI and VM commands", () => {
   const GiB = 1024 ** 3;
   let second: string;
