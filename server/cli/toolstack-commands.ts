@@ -5,7 +5,7 @@ import { ProgressMeter, progressBar, progressLine } from "./progress.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
 import { isFinished, type TaskRecord, taskResult, XenApiClient, zInt64, zTaskRecord } from "./xenapi-client.ts";
 
-export const DEFAULT_URL = "http://127.0.0.1:8080";
+const DEFAULT_URL = "http://127.0.0.1:8080";
 
 interface Command {
   summary: string;
@@ -73,7 +73,7 @@ function printTable(headers: readonly string[], rows: readonly string[][]): void
 }
 
 /** 10737418240 → "10 GiB", 1610612736 → "1.5 GiB". */
-export function formatBytes(bytes: number): string {
+function formatBytes(bytes: number): string {
   const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
   let value = bytes;
   let unit = 0;
@@ -131,12 +131,21 @@ const zVm = z.looseObject({
 /** Records as --json prints them: a list, each with its ref. */
 const withRefs = <T extends object>(records: Record<string, T>) => Object.entries(records).map(([ref, record]) => ({ ref, ...record }));
 
-function listCommand(summary: string, usage: string, describe: string, extra: Record<string, { type: "string" }>, list: (client: XenApiClient, values: Record<string, string | boolean | undefined>) => Promise<void>): Command {
+interface ListCommand {
+  summary: string;
+  usage: string;
+  describe: string;
+  /** Options beyond the connection's (all take a value). */
+  options?: Record<string, { type: "string" }>;
+  list(client: XenApiClient, values: Record<string, string | boolean | undefined>): Promise<void>;
+}
+
+function listCommand({ summary, usage, describe, options = {}, list }: ListCommand): Command {
   return {
     summary,
     help: `Usage: hangar ${usage}\n\n${describe}\n\n${CONNECTION_HELP}`,
     async run(argv) {
-      const { values, positionals } = parseCommandLine(argv, { ...CONNECTION_OPTIONS, ...extra });
+      const { values, positionals } = parseCommandLine(argv, { ...CONNECTION_OPTIONS, ...options });
       if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
       await withClient(values, (client) => list(client, values));
       return 0;
@@ -144,12 +153,11 @@ function listCommand(summary: string, usage: string, describe: string, extra: Re
   };
 }
 
-const srList = listCommand(
-  "list the SRs (storage repositories)",
-  "sr-list [--json]",
-  "Lists every SR: uuid, name, type, size, space used, number of VDIs and health.",
-  {},
-  async (client, values) => {
+const srList = listCommand({
+  summary: "list the SRs (storage repositories)",
+  usage: "sr-list [--json]",
+  describe: "Lists every SR: uuid, name, type, size, space used, number of VDIs and health.",
+  async list(client, values) {
     const srs = await client.records("SR", zSr);
     if (values.json) return printJson(withRefs(srs));
     printTable(
@@ -157,14 +165,14 @@ const srList = listCommand(
       Object.values(srs).map((sr) => [sr.uuid, sr.name_label, sr.type, formatBytes(sr.physical_size), formatBytes(sr.physical_utilisation), String(sr.VDIs.length), sr.health?.[0] ?? ""]),
     );
   },
-);
+});
 
-const vdiList = listCommand(
-  "list the VDIs (virtual disks), of every SR or of one",
-  "vdi-list [--sr UUID|NAME] [--json]",
-  "Lists VDIs: uuid, name, SR, virtual size, space used, type, and whether it is a snapshot or read-only.\n\nOptions:\n  --sr SR   only the VDIs of this SR (uuid or name)",
-  { sr: { type: "string" } },
-  async (client, values) => {
+const vdiList = listCommand({
+  summary: "list the VDIs (virtual disks), of every SR or of one",
+  usage: "vdi-list [--sr UUID|NAME] [--json]",
+  describe: "Lists VDIs: uuid, name, SR, virtual size, space used, type, and whether it is a snapshot or read-only.\n\nOptions:\n  --sr SR   only the VDIs of this SR (uuid or name)",
+  options: { sr: { type: "string" } },
+  async list(client, values) {
     const only = typeof values.sr === "string" ? await resolve(client, "SR", values.sr, true) : undefined;
     const [vdis, srs] = await Promise.all([client.records("VDI", zVdi), client.records("SR", zSr)]);
     const shown = Object.fromEntries(Object.entries(vdis).filter(([, vdi]) => only === undefined || vdi.SR === only));
@@ -175,14 +183,13 @@ const vdiList = listCommand(
       Object.values(shown).map((vdi) => [vdi.uuid, vdi.name_label, srs[vdi.SR]?.name_label ?? vdi.SR, formatBytes(vdi.virtual_size), formatBytes(vdi.physical_utilisation), vdi.type, flags(vdi)]),
     );
   },
-);
+});
 
-const vmList = listCommand(
-  "list the VMs",
-  "vm-list [--json]",
-  "Lists every VM: uuid, name, power state, VCPUs, memory and number of disks (VBDs).",
-  {},
-  async (client, values) => {
+const vmList = listCommand({
+  summary: "list the VMs",
+  usage: "vm-list [--json]",
+  describe: "Lists every VM: uuid, name, power state, VCPUs, memory and number of disks (VBDs).",
+  async list(client, values) {
     const vms = await client.records("VM", zVm);
     if (values.json) return printJson(withRefs(vms));
     printTable(
@@ -190,14 +197,13 @@ const vmList = listCommand(
       Object.values(vms).map((vm) => [vm.uuid, vm.name_label, vm.power_state, String(vm.VCPUs_max), formatBytes(vm.memory_static_max), String(vm.VBDs.length)]),
     );
   },
-);
+});
 
-const taskList = listCommand(
-  "list the tasks (running, and finished within 24 hours)",
-  "task-list [--json]",
-  "Lists tasks oldest first: uuid, name, status, progress, created, and the error of a failed one.",
-  {},
-  async (client, values) => {
+const taskList = listCommand({
+  summary: "list the tasks (running, and finished within 24 hours)",
+  usage: "task-list [--json]",
+  describe: "Lists tasks oldest first: uuid, name, status, progress, created, and the error of a failed one.",
+  async list(client, values) {
     const tasks = Object.entries(await client.records("task", zTaskRecord)).sort(([, a], [, b]) => a.created.localeCompare(b.created));
     if (values.json) return printJson(tasks.map(([ref, task]) => ({ ref, ...task })));
     printTable(
@@ -205,7 +211,7 @@ const taskList = listCommand(
       tasks.map(([, task]) => [task.uuid, task.name_label, task.status, `${Math.floor(task.progress * 100)}%`, task.created, task.error_info.join(" ")]),
     );
   },
-);
+});
 
 /**
  * Follows a task to its end: a bar redrawn on a terminal, a line per percent otherwise (stderr); then the

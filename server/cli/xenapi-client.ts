@@ -3,7 +3,6 @@
 // and params as the service sent them); anything else (unreachable, not JSON-RPC) a plain Error.
 import { z } from "zod";
 import { XenApiError } from "../toolstack/xenapi/errors.ts";
-import { type JsonRpcCall } from "../toolstack/xenapi/json-rpc.ts";
 import type { XenValue } from "../toolstack/xenapi/values.ts";
 import { parseXmlRpcValue } from "../toolstack/xenapi/xml-rpc.ts";
 
@@ -15,7 +14,7 @@ const zReply = z.object({
 /** int64 fields: numbers over JSON-RPC, strings in xapi's XML-RPC habit; either is read. */
 export const zInt64 = z.union([z.number(), z.string().regex(/^-?\d+$/).transform(Number)]);
 
-export const TASK_STATES = ["pending", "success", "failure", "cancelling", "cancelled"] as const;
+const TASK_STATES = ["pending", "success", "failure", "cancelling", "cancelled"] as const;
 
 export const zTaskRecord = z.looseObject({
   uuid: z.string(),
@@ -49,11 +48,10 @@ export function taskResult(task: TaskRecord): XenValue | undefined {
 
 /** One call at `url` (the service's base URL); answers the result or throws the failure. */
 export async function jsonRpcCall(url: string, method: string, params: readonly unknown[]): Promise<unknown> {
-  const request: Omit<JsonRpcCall, "version" | "params"> & { jsonrpc: "2.0"; params: readonly unknown[] } = { jsonrpc: "2.0", method, params, id: 1 };
   const endpoint = new URL("jsonrpc", url.endsWith("/") ? url : `${url}/`);
   let response: Response;
   try {
-    response = await fetch(endpoint, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) });
+    response = await fetch(endpoint, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", method, params, id: 1 }) });
   } catch (error) {
     const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
     throw new Error(`cannot reach the toolstack at ${url}: ${cause}`);
