@@ -3,6 +3,7 @@
 // minutes). Records come from one SR.ls per SR, never a call per volume. Baseline: that SR.ls exec through
 // the plugin client, the floor of any listing.
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { disconnectSr } from "../../server/plugins/filesr/db.ts";
 import { createVolume } from "../../server/plugins/filesr/index.ts";
@@ -27,6 +28,9 @@ export async function benchVdiListing(service: BenchService, sizes: ToolstackSiz
     disconnectSr(path);
   }
   process.stderr.write(`  created ${sizes.volumes} volumes in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+  // The library's calls never yielded to I/O: let the client see the keep-alive connections the service
+  // closed meanwhile, or the next call goes out on one ("other side closed").
+  await sleep(100);
 
   // The first listing also records a locator and an "add" event per volume, once.
   const first = (await timeSeconds(() => client.call(z.record(z.string(), z.unknown()), "VDI.get_all_records"))) * 1000;
