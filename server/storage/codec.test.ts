@@ -93,6 +93,19 @@ describe("json: numbers keep their source", () => {
     assert.equal(negative, -42);
   });
 
+  test("numbers after whitespace, in objects and at the top level are caught as exactly; plain ones stay plain", () => {
+    const parsed = parseWireJson('{"a": 1.0, "b":[2,\n 3e0], "c": {"d": 12345678901234567}, "e": "x:1.5", "f": 7}') as Record<string, unknown>;
+    assert.ok(parsed.a instanceof IntegralFloat);
+    assert.ok((parsed.b as unknown[])[1] instanceof IntegralFloat);
+    assert.ok((parsed.c as Record<string, unknown>).d instanceof InexactInteger);
+    assert.equal(parsed.e, "x:1.5");
+    assert.equal(parsed.f, 7);
+    assert.ok(parseWireJson(" 2.0") instanceof IntegralFloat);
+    // No number that could come back inexact: plain JSON.parse, same values.
+    assert.deepEqual(parseWireJson(VOLUME_JSON), JSON.parse(VOLUME_JSON));
+    assert.deepEqual(parseWireJson('{"uuid":"6e7d-1e5","n":[1,22,333]}'), { uuid: "6e7d-1e5", n: [1, 22, 333] });
+  });
+
   test("the largest safe integer is still a plain number", () => {
     assert.equal(parseWireJson("9007199254740991"), Number.MAX_SAFE_INTEGER);
     assert.ok(parseWireJson("9007199254740992") instanceof InexactInteger);
