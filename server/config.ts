@@ -21,10 +21,10 @@ export function metricsDir(): string {
   return resolve(process.env.HANGAR_METRICS_DIR || join(dataDir(), "metrics"));
 }
 
-/** This host's installation uuid: HANGAR_HOST_UUID, else generated once and kept in the data dir. */
-export function hostUuid(): string {
+/** This host's installation uuid: HANGAR_HOST_UUID, else generated once and kept in the data dir (`dir`). */
+export function hostUuid(dir: string = dataDir()): string {
   if (process.env.HANGAR_HOST_UUID) return process.env.HANGAR_HOST_UUID;
-  const file = join(dataDir(), "host-uuid");
+  const file = join(dir, "host-uuid");
   try {
     return readFileSync(file, "utf8").trim();
   } catch {

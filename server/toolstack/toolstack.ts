@@ -65,7 +65,7 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
   await migrate(db);
   const events = new EventLog(db);
   const objects = new ObjectStore(db, events);
-  const { poolRef, host } = await ensurePoolAndHost(db, objects);
+  const { poolRef, host } = await ensurePoolAndHost(db, objects, hostUuid(dir));
   const sessions = new Sessions(db, { timeoutMs: options.sessionTimeoutMs ?? 24 * 60 * 60 * 1000 });
   const { generated } = await sessions.ensureRoot(options.rootPassword);
   if (generated !== undefined) options.onGeneratedPassword?.(generated);
@@ -102,8 +102,7 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
 }
 
 /** The pool and this host's record, made on first start. */
-async function ensurePoolAndHost(db: Database, objects: ObjectStore): Promise<{ poolRef: string; host: { ref: string; uuid: string } }> {
-  const uuid = hostUuid();
+async function ensurePoolAndHost(db: Database, objects: ObjectStore, uuid: string): Promise<{ poolRef: string; host: { ref: string; uuid: string } }> {
   return db.transaction(async (tx) => {
     let host = (await objects.all("host", tx)).find((h) => h.record.uuid === uuid);
     if (host === undefined) host = await objects.create("host", hostRecord(uuid), { db: tx });
