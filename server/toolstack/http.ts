@@ -39,6 +39,17 @@ async function readBody(request: IncomingMessage, limit: number): Promise<string
   return Buffer.concat(chunks).toString("utf8");
 }
 
+/** The body, or undefined once a 413 has answered a body over the limit. */
+async function readBodyOr413(request: IncomingMessage, response: ServerResponse, limit: number): Promise<string | undefined> {
+  try {
+    return await readBody(request, limit);
+  } catch (error) {
+    if (!(error instanceof BodyTooLarge)) throw error;
+    send(response, 413, "text/plain", `request body larger than ${limit} bytes\n`);
+    return undefined;
+  }
+}
+
 function send(response: ServerResponse, status: number, contentType: string, body: string): void {
   response.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(body) });
   response.end(body);
@@ -50,13 +61,8 @@ async function serveJsonRpc(ts: Toolstack, request: IncomingMessage, response: S
     send(response, 415, "text/plain", "JSON-RPC needs content-type application/json\n");
     return;
   }
-  let text: string;
-  try {
-    text = await readBody(request, limit);
-  } catch (error) {
-    if (error instanceof BodyTooLarge) return send(response, 413, "text/plain", `request body larger than ${limit} bytes\n`);
-    throw error;
-  }
+  const text = await readBodyOr413(request, response, limit);
+  if (text === undefined) return;
   let call;
   try {
     call = parseJsonRpcCall(text);
@@ -69,13 +75,8 @@ async function serveJsonRpc(ts: Toolstack, request: IncomingMessage, response: S
 }
 
 async function serveXmlRpc(ts: Toolstack, request: IncomingMessage, response: ServerResponse, limit: number): Promise<void> {
-  let text: string;
-  try {
-    text = await readBody(request, limit);
-  } catch (error) {
-    if (error instanceof BodyTooLarge) return send(response, 413, "text/plain", `request body larger than ${limit} bytes\n`);
-    throw error;
-  }
+  const text = await readBodyOr413(request, response, limit);
+  if (text === undefined) return;
   let call;
   try {
     call = parseXmlRpcCall(text);
