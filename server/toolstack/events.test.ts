@@ -38,6 +38,23 @@ const summary = (events: unknown[]) => (events as Event[]).map((e) => `${e.opera
 const eventsLost = (error: unknown) => error instanceof XenApiError && error.code === "EVENTS_LOST";
 
 describe("event log", () => {
+  test("valid_ref_counts come from a class's counter when it has one: its (dear) lister is not run", async (t) => {
+    const { events, objects } = await openLog(t);
+    let listed = 0;
+    events.registerClass(
+      "VDI",
+      async () => {
+        listed++;
+        return [];
+      },
+      async () => 42,
+    );
+    const start = await events.currentToken();
+    await objects.create("task", record("t"));
+    assert.deepEqual((await events.from(["vdi", "task"], start, 0)).valid_ref_counts, { vdi: 42, task: 1 });
+    assert.equal(listed, 0);
+  });
+
   test('token "" answers the current objects as "add" events, valid_ref_counts and a token', async (t) => {
     const { events, objects } = await openLog(t);
     await objects.create("VM", record("vm1"));

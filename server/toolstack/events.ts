@@ -35,15 +35,20 @@ export class EventLog {
   readonly #db: Database;
   readonly #waiters = new Set<() => void>();
   readonly #listers = new Map<string, ClassLister>();
+  readonly #counters = new Map<string, () => Promise<number>>();
   #appended = 0;
 
   constructor(db: Database) {
     this.#db = db;
   }
 
-  /** Registers how to list a class's objects (every class event.from can name). */
-  registerClass(cls: string, lister: ClassLister): void {
+  /**
+   * Registers how to list a class's objects (every class event.from can name) and, where listing is dear
+   * (VDIs: an SR.ls per SR), how to count them for valid_ref_counts, which every answer carries.
+   */
+  registerClass(cls: string, lister: ClassLister, counter?: () => Promise<number>): void {
     this.#listers.set(cls, lister);
+    if (counter !== undefined) this.#counters.set(cls, counter);
   }
 
   /** The class as registered, whatever its case (xapi's clients write "vm" and "VM" alike). */
@@ -141,7 +146,7 @@ export class EventLog {
 
   async #counts(classes: readonly string[]): Promise<Record<string, number>> {
     const counts: Record<string, number> = {};
-    for (const cls of classes) counts[cls.toLowerCase()] = (await this.#listers.get(cls)!()).length;
+    for (const cls of classes) counts[cls.toLowerCase()] = await (this.#counters.get(cls)?.() ?? this.#listers.get(cls)!().then((all) => all.length));
     return counts;
   }
 

@@ -14,7 +14,7 @@ import type { Feature, Toolstack } from "./toolstack.ts";
 
 /** Registers classes whose records are stored whole for event.from. */
 function registerStored(ts: Toolstack, ...classes: string[]): void {
-  for (const cls of classes) ts.events.registerClass(cls, () => ts.objects.all(cls));
+  for (const cls of classes) ts.events.registerClass(cls, () => ts.objects.all(cls), () => ts.objects.count(cls));
 }
 
 export const TOOLSTACK_FEATURES: Feature[] = [
@@ -30,14 +30,16 @@ export const TOOLSTACK_FEATURES: Feature[] = [
     calls: [...srCalls, ...pbdCalls],
     start: async (ts) => {
       registerStored(ts, "PBD");
-      ts.events.registerClass("SR", () => listSrRecords(ts));
+      ts.events.registerClass("SR", () => listSrRecords(ts), () => ts.objects.count("SR"));
       await startSrs(ts);
     },
   },
   {
     calls: vdiCalls,
     start: async (ts) => {
-      ts.events.registerClass("VDI", () => listVdiRecords(ts));
+      // Counted by their locators: listing would run an SR.ls per SR for every event.from answer.
+      const countVdis = async () => Number((await ts.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM vdi_locations"))?.n ?? 0);
+      ts.events.registerClass("VDI", () => listVdiRecords(ts), countVdis);
       ts.tasks.registerRecovery(DATA_TASK_KIND, (ref, record) => recoverDataTask(ts, ref, record));
     },
   },

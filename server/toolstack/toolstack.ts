@@ -71,7 +71,7 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
   if (generated !== undefined) options.onGeneratedPassword?.(generated);
   const methods = new MethodTable();
   for (const feature of [...CORE, ...features]) methods.add(...feature.calls);
-  for (const cls of ["pool", "host", "task"]) events.registerClass(cls, () => objects.all(cls));
+  for (const cls of ["pool", "host", "task"]) events.registerClass(cls, () => objects.all(cls), () => objects.count(cls));
 
   const timers: NodeJS.Timeout[] = [];
   const ts: Toolstack = {
