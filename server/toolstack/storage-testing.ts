@@ -1,6 +1,6 @@
 // Set-up of the tests of the storage and VM classes (testing.ts has the core's): a host whose data dir the
 // plugin processes share (HANGAR_DATA_DIR in the environment they inherit), the toolstack with every
-// feature served on a free port, and a XenAPI JSON-RPC client that speaks to it over real HTTP.
+// feature served on a free port, and a XenAPI client (the CLI's JSON-RPC call) that speaks to it over real HTTP.
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
@@ -9,31 +9,10 @@ import { isPidRunning } from "../plugins/filesr/liveness.ts";
 import { TOOLSTACK_FEATURES } from "./features.ts";
 import { type RunningToolstack, serveToolstack } from "./serve.ts";
 import { ROOT_PASSWORD, tempDataDir } from "./testing.ts";
+import { XenApiError } from "./xenapi/errors.ts";
+import { jsonRpcCall } from "../cli/xenapi-client.ts";
 
 export const MiB = 1024 * 1024;
-
-/** A XenAPI failure as a client sees it: the error code and its params. */
-export class XenApiCallError extends Error {
-  readonly code: string;
-  readonly params: string[];
-  constructor(code: string, params: string[]) {
-    super(`${code}: ${params.join(", ")}`);
-    this.code = code;
-    this.params = params;
-  }
-}
-
-/** One JSON-RPC call to a toolstack at `url` (http://host:port). */
-export async function jsonRpc(url: string, method: string, params: unknown[]): Promise<unknown> {
-  const response = await fetch(`${url}/jsonrpc`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ jsonrpc: "2.0", method, params, id: 1 }),
-  });
-  const body = (await response.json()) as { result?: unknown; error?: { message: string; data: string[] } };
-  if (body.error !== undefined) throw new XenApiCallError(body.error.message, body.error.data);
-  return body.result;
-}
 
 /** A XenAPI client logged in as root. */
 export class XenApiClient {
@@ -45,12 +24,12 @@ export class XenApiClient {
   }
 
   static async login(url: string): Promise<XenApiClient> {
-    return new XenApiClient(url, String(await jsonRpc(url, "session.login_with_password", ["root", ROOT_PASSWORD])));
+    return new XenApiClient(url, String(await jsonRpcCall(url, "session.login_with_password", ["root", ROOT_PASSWORD])));
   }
 
   /** A call with the session as its first parameter. */
   call<T = unknown>(method: string, ...params: unknown[]): Promise<T> {
-    return jsonRpc(this.url, method, [this.session, ...params]) as Promise<T>;
+    return jsonRpcCall(this.url, method, [this.session, ...params]) as Promise<T>;
   }
 
   /** Waits for a task to leave pending; answers its record. */
@@ -64,7 +43,7 @@ export class XenApiClient {
 }
 
 /** Asserts a call fails with a XenAPI error of that code (and params, when given). */
-export async function assertXenError(promise: Promise<unknown>, code: string, params?: readonly string[]): Promise<XenApiCallError> {
+export async function assertXenError(promise: Promise<unknown>, code: string, params?: readonly string[]): Promise<XenApiError> {
   const error = await xenError(promise);
   assert.equal(error.code, code, error.message);
   if (params !== undefined) assert.deepEqual(error.params, params);
@@ -72,11 +51,11 @@ export async function assertXenError(promise: Promise<unknown>, code: string, pa
 }
 
 /** The error a promise rejects with, as a XenAPI error. */
-export async function xenError(promise: Promise<unknown>): Promise<XenApiCallError> {
+export async function xenError(promise: Promise<unknown>): Promise<XenApiError> {
   try {
     await promise;
   } catch (error) {
-    if (error instanceof XenApiCallError) return error;
+    if (error instanceof XenApiError) return error;
     throw error;
   }
   throw new Error("the call succeeded");

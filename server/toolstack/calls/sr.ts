@@ -256,7 +256,11 @@ export const srCalls = [
   }),
   method("SR.scan", [["sr", zRef]], async ({ ts }, ref) => {
     const sr = await attachedSr(ts, ref);
-    const [stat] = await Promise.all([statSr(ts, sr, { fresh: true }), listSr(ts, sr)]);
+    // Both run at once, but a failure is reported in a fixed order (SR.stat's first), not by which ended first.
+    const [statOutcome, listOutcome] = await Promise.allSettled([statSr(ts, sr, { fresh: true }), listSr(ts, sr)]);
+    if (statOutcome.status === "rejected") throw statOutcome.reason;
+    if (listOutcome.status === "rejected") throw listOutcome.reason;
+    const stat = statOutcome.value;
     await ts.objects.set("SR", ref, { physical_size: stat.total_space, physical_utilisation: stat.total_space - stat.free_space });
   }),
   method("SR.update", [["sr", zRef]], async ({ ts }, ref) => {
