@@ -1,0 +1,71 @@
+// Streaming XVA writer: ova.xml, then per disk its 1 MiB data members, each followed by a checksum member when
+// asked (compat-notes §2). Members go out one at a time and each waits for the tar stream to drain, so memory
+// stays at a block or two whatever the disk size.
+import { Readable } from "node:stream";
+import tar from "tar-stream";
+import { z } from "zod";
+import { CHECKSUM_SUFFIX, MAX_BLOCK_INDEX, XVA_BLOCK_SIZE, blockChecksum, blockMemberName, type XvaChecksumKind } from "./format.ts";
+
+export type XvaBlock = { index: number; data: Uint8Array };
+
+export type XvaDiskSource = {
+  /** The disk VDI's id in ova.xml, `Ref:<n>`. */
+  ref: string;
+  /** Blocks in increasing index order; all-zero blocks left out, except the first (index 0) and the last. */
+  blocks: AsyncIterable<XvaBlock>;
+};
+
+const optionsSchema = z.object({
+  ovaXml: z.string(),
+  disks: z.array(z.object({ ref: z.string().regex(/^Ref:\d+$/, "a disk ref is Ref:<n>"), blocks: z.custom<AsyncIterable<XvaBlock>>((v) => v !== null && typeof v === "object" && Symbol.asyncIterator in v) })),
+  checksum: z.enum(["xxhash", "sha1"]).nullable(),
+});
+
+export type XvaWriteOptions = {
+  ovaXml: string;
+  disks: readonly XvaDiskSource[];
+  /** Checksum member after each data member: xxhash (current importers), sha1 (old importers), or none. */
+  checksum: XvaChecksumKind | null;
+};
+
+export class XvaWriteError extends Error {}
+
+/** The XVA as a byte stream; a failing block source or a bad block fails the stream. */
+export function writeXva(options: XvaWriteOptions): Readable {
+  const { ovaXml, disks, checksum } = optionsSchema.parse(options);
+  const refs = disks.map((disk) => disk.ref);
+  if (new Set(refs).size !== refs.length) throw new XvaWriteError("a disk ref appears twice");
+  const pack = tar.pack();
+
+  // Resolves once the member is in the tar stream and the stream has room again (tar-stream's entry callback).
+  const member = (name: string, data: Uint8Array) =>
+    new Promise<void>((resolve, reject) =>
+      pack.entry({ name, mode: 0o644, mtime: new Date(0), uid: 0, gid: 0, size: data.byteLength }, Buffer.from(data.buffer, data.byteOffset, data.byteLength), (error) => (error ? reject(error) : resolve())),
+    );
+
+  async function produce() {
+    await member("ova.xml", Buffer.from(ovaXml, "utf8"));
+    // Importers expect disks in string order of their ids.
+    for (const disk of [...disks].sort((a, b) => (a.ref < b.ref ? -1 : a.ref > b.ref ? 1 : 0))) {
+      let previous: XvaBlock | null = null;
+      for await (const block of disk.blocks) {
+        const where = `${disk.ref} block ${block.index}`;
+        if (!Number.isSafeInteger(block.index) || block.index < 0 || block.index > MAX_BLOCK_INDEX) throw new XvaWriteError(`${where}: bad index`);
+        if (previous === null && block.index !== 0) throw new XvaWriteError(`${where}: the first block (index 0) must be present`);
+        if (previous !== null && block.index <= previous.index) throw new XvaWriteError(`${where}: indexes must increase (after ${previous.index})`);
+        // Readers place blocks by counter times the first block's size, so only the last block may be short.
+        if (previous !== null && previous.data.byteLength !== XVA_BLOCK_SIZE) throw new XvaWriteError(`${disk.ref} block ${previous.index}: only the last block may be shorter than 1 MiB`);
+        if (block.data.byteLength === 0 || block.data.byteLength > XVA_BLOCK_SIZE) throw new XvaWriteError(`${where}: ${block.data.byteLength} bytes, expected 1 to ${XVA_BLOCK_SIZE}`);
+        const name = blockMemberName(disk.ref, block.index);
+        await member(name, block.data);
+        if (checksum !== null) await member(name + CHECKSUM_SUFFIX[checksum], Buffer.from(blockChecksum(checksum, block.data), "ascii"));
+        previous = block;
+      }
+      if (previous === null) throw new XvaWriteError(`${disk.ref}: no blocks (the first and last are always sent)`);
+    }
+    pack.finalize();
+  }
+
+  produce().catch((error: unknown) => pack.destroy(error instanceof Error ? error : new Error(String(error))));
+  return Readable.from(pack);
+}
