@@ -2,7 +2,7 @@
 // asked (compat-notes §2). Members go out one at a time and each waits for the tar stream to drain, so memory
 // stays at a block or two whatever the disk size.
 import { Readable } from "node:stream";
-import tar from "tar-stream";
+import { pack as tarPack } from "tar-stream";
 import { z } from "zod";
 import { CHECKSUM_SUFFIX, MAX_BLOCK_INDEX, XVA_BLOCK_SIZE, blockChecksum, blockMemberName, type XvaChecksumKind } from "./format.ts";
 
@@ -35,7 +35,7 @@ export function writeXva(options: XvaWriteOptions): Readable {
   const { ovaXml, disks, checksum } = optionsSchema.parse(options);
   const refs = disks.map((disk) => disk.ref);
   if (new Set(refs).size !== refs.length) throw new XvaWriteError("a disk ref appears twice");
-  const pack = tar.pack();
+  const pack = tarPack();
 
   // Resolves once the member is in the tar stream and the stream has room again (tar-stream's entry callback).
   const member = (name: string, data: Uint8Array) =>
