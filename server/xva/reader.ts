@@ -116,19 +116,18 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
     throw error;
   }
 
-  async function* blocks(sizes: ReadonlyMap<string, number>): AsyncGenerator<XvaBlockRead & { disk: string }, void, undefined> {
+  async function* blocks(sizes: ReadonlyMap<string, number>): AsyncGenerator<{ disk: string; block: XvaBlockRead }, void, undefined> {
     const done = new Set<string>();
     let disk: string | null = null;
     let lastCounter = -1; // any member of the disk, keep-alives included
     let lastDataCounter = -1;
     let offsetEnd = 0;
     let blockSize = 0;
-    let pending: (XvaBlockRead & { disk: string; member: string }) | null = null;
+    let pending: { disk: string; member: string; block: XvaBlockRead } | null = null;
     const settle = (checksum: XvaChecksumKind | null) => {
-      const { member, ...block } = pending!;
-      void member;
+      const { disk: ref, block } = pending!;
       pending = null;
-      return { ...block, checksum };
+      return { disk: ref, block: { ...block, checksum } };
     };
 
     for (let next_ = await next(); next_ !== null; next_ = await next()) {
@@ -147,7 +146,7 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
         if (size > 128) throw new XvaReadError(`checksum member ${name}: ${size} bytes`);
         // Compared as hex, whatever its case or trailing newline: the digest is what matters.
         const found = (await readAll(entry, size)).toString("latin1").trim().toLowerCase();
-        if (found !== blockChecksum(kind, pending.data).toLowerCase()) throw new XvaChecksumError(dataMember, kind);
+        if (found !== blockChecksum(kind, pending.block.data).toLowerCase()) throw new XvaChecksumError(dataMember, kind);
         yield settle(kind);
         continue;
       }
@@ -174,7 +173,7 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
       const offset = offsetEnd + (counter - lastDataCounter - 1) * blockSize;
       const declared = sizes.get(ref)!;
       if (offset + size > declared) throw new XvaReadError(`${name}: data at bytes ${offset} to ${offset + size} is past the disk's declared size ${declared}`);
-      pending = { disk: ref, member: name, index: counter, offset, data: await readAll(entry, size), checksum: null };
+      pending = { disk: ref, member: name, block: { index: counter, offset, data: await readAll(entry, size), checksum: null } };
       lastDataCounter = counter;
       offsetEnd = offset + size;
     }
@@ -193,9 +192,7 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
         const ref = step.value.disk;
         async function* group(): AsyncGenerator<XvaBlockRead, void, undefined> {
           while (!step.done && step.value.disk === ref) {
-            const { disk, ...block } = step.value;
-            void disk;
-            yield block;
+            yield step.value.block;
             step = await all.next();
           }
         }
