@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import net from "node:net";
 import { join } from "node:path";
-import { test, type TestContext } from "node:test";
+import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { NbdClient, NbdError } from "./client.ts";
 import {
@@ -25,7 +25,7 @@ import {
   writeSimpleReplyHeader,
 } from "./protocol.ts";
 import { SocketReader } from "./socket-reader.ts";
-import { makeTempDir } from "./testing.ts";
+import { makeTempDir, startMuteListener } from "./testing.ts";
 
 const SIZE = 1024 * 1024;
 
@@ -114,18 +114,6 @@ test("a server that breaks the protocol fails outstanding requests instead of ha
   await assert.rejects(client.read(0, 1), NbdError);
   await client.close();
 });
-
-/** A TCP listener that accepts connections and never says anything; answers its port. */
-async function startMuteListener(t: TestContext): Promise<number> {
-  const accepted: net.Socket[] = [];
-  const server = net.createServer((socket) => accepted.push(socket));
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => {
-    for (const socket of accepted) socket.destroy();
-    return new Promise<void>((resolve) => server.close(() => resolve()));
-  });
-  return (server.address() as net.AddressInfo).port;
-}
 
 /** Rejects with an NbdError of `errno` whose message is exactly `message` (a string) or matches it. */
 function failsWith(errno: string, message: string | RegExp) {

@@ -3,8 +3,10 @@
 
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { mkdtemp, rm, stat } from "node:fs/promises";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { TestContext } from "node:test";
 import { promisify } from "node:util";
 import { STATE_HOLE, STATE_ZERO, type ExportBackend, type Extent } from "./backend.ts";
 import { openRawFileBackend } from "./raw-file-backend.ts";
@@ -67,6 +69,18 @@ export async function waitForSocket(socketPath: string, timeoutMs = 10_000): Pro
     if (Date.now() > deadline) throw new Error(`socket ${socketPath} did not come up`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/** A TCP listener that accepts connections and never says anything (a server stuck before its greeting); answers its port. */
+export async function startMuteListener(t: TestContext): Promise<number> {
+  const accepted: net.Socket[] = [];
+  const server = net.createServer((socket) => accepted.push(socket));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.after(() => {
+    for (const socket of accepted) socket.destroy();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return (server.address() as net.AddressInfo).port;
 }
 
 export async function fileExists(path: string): Promise<boolean> {

@@ -7,25 +7,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, describe, test, type TestContext } from "node:test";
 import { NbdClient } from "../nbd/client.ts";
 import { startProcess, waitForSocket } from "../nbd/testing.ts";
+import { pattern } from "../plugins/datapath/nbd/test-support.ts";
 import { openVolumeData } from "../plugins/filesr/index.ts";
 import type { PluginClient } from "../storage/client.ts";
 import { defaultPluginRoot, scanPluginRoot } from "../storage/registry.ts";
 import { daemonPids, MiB, startTestToolstack, type TestToolstack, type XenApiClient, xenError } from "./storage-testing.ts";
 
 const dbg = "toolstack data task test";
-
-/** Deterministic, incompressible bytes for a region. */
-function pattern(seed: number, length: number): Buffer {
-  const buffer = Buffer.alloc(length);
-  let state = (Math.imul(seed + 1, 2654435761) >>> 0) || 1;
-  for (let i = 0; i + 4 <= length; i += 4) {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    buffer.writeUInt32LE(state >>> 0, i);
-  }
-  return buffer;
-}
 
 describe("data tasks", () => {
   let host: TestToolstack;

@@ -4,9 +4,10 @@
 import assert from "node:assert/strict";
 import net from "node:net";
 import { join } from "node:path";
-import { after, before, describe, test, type TestContext } from "node:test";
+import { after, before, describe, test } from "node:test";
 import type { ExportBackend, Extent } from "../../../nbd/backend.ts";
 import { NbdServer } from "../../../nbd/server.ts";
+import { startMuteListener } from "../../../nbd/testing.ts";
 import { readOperation } from "./operations.ts";
 import { remoteTimeouts } from "./remote.ts";
 import { dbg, MiB, TestHangar } from "./test-support.ts";
@@ -64,18 +65,6 @@ describe("Data.copy / Data.mirror to remotes that fail", () => {
     await hangar.stop();
     for (const name of Object.keys(LIMITS)) delete process.env[name];
   });
-
-  /** A TCP listener that accepts connections and says nothing; answers its port. */
-  async function startMuteListener(t: TestContext): Promise<number> {
-    const accepted: net.Socket[] = [];
-    const server = net.createServer((socket) => accepted.push(socket));
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    t.after(() => {
-      for (const socket of accepted) socket.destroy();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    });
-    return (server.address() as net.AddressInfo).port;
-  }
 
   const whole = (size: number) => ({ blocksize: MiB, ranges: [[0, size / MiB] as [number, number]] });
 
