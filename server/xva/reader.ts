@@ -1,10 +1,14 @@
 // Streaming XVA reader (compat-notes §2): ova.xml first, then per disk its data members in counter order, each
 // optionally followed by its checksum member. One block is held at a time, until its checksum member (if any)
-// has been read and verified.
-import { Readable } from "node:stream";
+// has been read and verified. Legacy packages (appliance 0.1, legacy.ts) come through the same entry point:
+// their gzipped chunks are gunzipped as they stream and recut into blocks of the same shape.
+import { Readable, pipeline } from "node:stream";
+import { createGunzip } from "node:zlib";
 import { extract as tarExtract, type Extract } from "tar-stream";
 import { z } from "zod";
 import { CHECKSUM_SUFFIX, XVA_BLOCK_SIZE, blockChecksum, type XvaChecksumKind } from "./format.ts";
+import { LEGACY_CHUNK_BYTES, isLegacyOvaXml, legacyChunkMember, parseLegacyOvaXml, type LegacyDisk } from "./legacy.ts";
+import { parseOvaXml, type OvaXml } from "./ova-xml.ts";
 
 export const DEFAULT_MAX_OVA_XML_BYTES = 16 * 1024 * 1024;
 
@@ -24,30 +28,53 @@ export type XvaBlockRead = {
   /** Byte offset in the disk: counter gaps are zero blocks of the first block's size. */
   offset: number;
   data: Buffer;
-  /** The checksum member that verified this block; null when the archive carried none for it. */
+  /** The checksum member that verified this block; null when the archive carried none for it (always, in a legacy package). */
   checksum: XvaChecksumKind | null;
+  /** Set when the checksum member did not match and `force` let the block through. */
+  checksumMismatch?: boolean;
 };
 
 export type XvaDiskRead = { ref: string; blocks: AsyncGenerator<XvaBlockRead, void, undefined> };
 
 export type XvaArchive = {
+  /** "legacy" for an appliance 0.1 package, whose metadata is synthesized from its `<appliance>`. */
+  kind: "xva" | "legacy";
+  /** ova.xml as it came. */
   ovaXml: string;
+  /** ova.xml parsed (an XVA's) or turned into the objects an XVA would carry (a legacy package's). */
+  metadata: OvaXml;
   /**
    * The disks in archive order, given each disk's declared size in bytes (from ova.xml's VDI records). Drain or
    * leave a disk's blocks before asking for the next disk; blocks left unread are still checked, then skipped.
+   * A legacy package's disks are its VDIs (ids of `metadata`) and their sizes its own: `sizes` is not consulted.
+   * All-zero blocks of a legacy disk are not yielded (holes). Fails with XvaReadError("archive truncated: ...")
+   * when the stream ends before the tar end-of-archive blocks or before a disk's last byte.
    */
   disks(sizes: ReadonlyMap<string, number>): AsyncGenerator<XvaDiskRead, void, undefined>;
   /** Stops reading early (the source is released). */
   close(): void;
 };
 
+export type XvaReadOptions = {
+  maxOvaXmlBytes?: number;
+  /** A checksum mismatch does not fail the read: the block comes with `checksumMismatch: true`. */
+  force?: boolean;
+};
+
 const sizesSchema = z.map(z.string(), z.number().int().nonnegative());
-const optionsSchema = z.object({ maxOvaXmlBytes: z.number().int().positive().default(DEFAULT_MAX_OVA_XML_BYTES) });
+const optionsSchema = z.object({ maxOvaXmlBytes: z.number().int().positive().default(DEFAULT_MAX_OVA_XML_BYTES), force: z.boolean().default(false) });
 
 type Entry = Extract extends AsyncIterable<infer T> ? T : never;
+type Member = { entry: Entry; name: string };
+type Tagged = { disk: string; block: XvaBlockRead };
 
 const MEMBER = /^([^/]+)\/(\d+)(\.xxhash|\.checksum)?$/;
 const CHECKSUM_KIND: Record<string, XvaChecksumKind> = { [CHECKSUM_SUFFIX.xxhash]: "xxhash", [CHECKSUM_SUFFIX.sha1]: "sha1" };
+const ZERO_BLOCK = Buffer.alloc(XVA_BLOCK_SIZE);
+/** tar-stream's message when its input ends inside a header or a member. */
+const TAR_END_OF_DATA = "Unexpected end of data";
+
+const isZero = (data: Buffer) => data.byteLength <= ZERO_BLOCK.byteLength && data.equals(ZERO_BLOCK.subarray(0, data.byteLength));
 
 /** A member's name, refused when it could escape a directory it were extracted to; `./` (tar run in a directory) is dropped. */
 function memberName(raw: string): string {
@@ -56,25 +83,27 @@ function memberName(raw: string): string {
   return raw.replace(/^(?:\.\/)+/, "");
 }
 
-async function readAll(entry: Entry, size: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of entry as AsyncIterable<Buffer>) chunks.push(chunk);
-  const data = Buffer.concat(chunks);
-  if (data.byteLength !== size) throw new XvaReadError(`member ${entry.header.name}: truncated`);
-  return data;
+/** A failure of the tar layer as an XvaReadError: an input that stopped early is a truncated archive. */
+function tarFailure(error: unknown, where: string): XvaReadError {
+  if (error instanceof XvaReadError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (message === TAR_END_OF_DATA) return new XvaReadError(`archive truncated: the stream ended ${where}`);
+  return new XvaReadError(`not a readable tar stream: ${message}`);
 }
 
-async function skip(entry: Entry): Promise<void> {
-  for await (const chunk of entry) void chunk;
-}
-
-/** Reads an XVA up to the end of ova.xml; the disks follow through `disks()`. */
-export async function openXva(source: AsyncIterable<Uint8Array> | Readable, options: { maxOvaXmlBytes?: number } = {}): Promise<XvaArchive> {
-  const { maxOvaXmlBytes } = optionsSchema.parse(options);
+/** Reads an XVA or a legacy package up to the end of ova.xml; the disks follow through `disks()`. */
+export async function openXva(source: AsyncIterable<Uint8Array> | Readable, options: XvaReadOptions = {}): Promise<XvaArchive> {
+  const { maxOvaXmlBytes, force } = optionsSchema.parse(options);
   // Debian's xva-img writes V7 headers without the ustar magic.
   // (tar-stream's own types leave the option out.)
   const extract = tarExtract({ allowUnknownFormat: true } as Parameters<typeof tarExtract>[0]);
   const input = source instanceof Readable ? source : Readable.from(source);
+  // Bytes in, against where the last member ends: what lies between is the end-of-archive blocks (tar-stream
+  // reads zero blocks as "no header" and fails on anything else). A client may end the stream rather than fail
+  // it when its connection drops, so a stream that stops at a member boundary is told from a whole archive so.
+  let received = 0;
+  let membersEnd = 0;
+  input.on("data", (chunk: Uint8Array) => (received += chunk.byteLength));
   input.on("error", (error) => extract.destroy(error));
   input.pipe(extract);
   const entries = extract[Symbol.asyncIterator]();
@@ -82,21 +111,59 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
     input.destroy();
     extract.destroy();
   };
+  let lastName = "ova.xml";
 
-  /** The next file member, directories skipped (GNU tar adds them when given a directory). */
-  async function next(): Promise<{ entry: Entry; name: string } | null> {
+  /**
+   * A member's read failing: tar-stream fails the member with a generic "destroyed" when the tar stream below
+   * it fails, so the tar stream's own error is asked for (the iterator gives it) to tell a truncation.
+   */
+  async function memberFailure(error: unknown, name: string): Promise<XvaReadError> {
+    if (error instanceof XvaReadError) return error;
+    const cause = await entries.next().then(
+      () => error,
+      (tarError: unknown) => tarError,
+    );
+    return tarFailure(cause, `inside member ${name}`);
+  }
+
+  async function readAll(member: Member, size: number): Promise<Buffer> {
+    const chunks: Buffer[] = [];
+    try {
+      for await (const chunk of member.entry as AsyncIterable<Buffer>) chunks.push(chunk);
+    } catch (error) {
+      throw await memberFailure(error, member.name);
+    }
+    const data = Buffer.concat(chunks);
+    if (data.byteLength !== size) throw new XvaReadError(`member ${member.name}: truncated`);
+    return data;
+  }
+
+  async function skip(member: Member): Promise<void> {
+    try {
+      for await (const chunk of member.entry) void chunk;
+    } catch (error) {
+      throw await memberFailure(error, member.name);
+    }
+  }
+
+  /** The next file member, directories skipped (GNU tar adds them when given a directory); null at the end. */
+  async function next(): Promise<Member | null> {
     for (;;) {
       let step: IteratorResult<Entry>;
       try {
         step = await entries.next();
       } catch (error) {
-        throw new XvaReadError(`not a readable tar stream: ${(error as Error).message}`);
+        throw tarFailure(error, `inside the tar header after member ${lastName}`);
       }
       if (step.done) return null;
       const entry = step.value;
+      // byteOffset (where the member's data starts) is tar-stream's, absent from its types.
+      const start = (entry.header as { byteOffset?: number }).byteOffset;
+      if (typeof start === "number") membersEnd = start + Math.ceil(entry.header.size / 512) * 512;
       const name = memberName(entry.header.name);
+      lastName = name;
       if (entry.header.type === "directory") {
-        await skip(entry);
+        await skip({ entry, name });
         continue;
       }
       if (entry.header.type !== "file" && entry.header.type !== "contiguous-file") throw new XvaReadError(`member ${JSON.stringify(name)}: a ${entry.header.type}, not a file`);
@@ -104,34 +171,57 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
     }
   }
 
+  /** After next() gave null: the tar end-of-archive blocks must have come, or the stream was cut. */
+  function assertEndOfArchive(): void {
+    if (received <= membersEnd) throw new XvaReadError(`archive truncated: the stream ended after member ${lastName}, without the tar end-of-archive blocks`);
+  }
+
   let ovaXml: string;
+  let kind: XvaArchive["kind"];
+  let metadata: OvaXml;
+  let legacyDisks: LegacyDisk[] = [];
   try {
     const first = await next();
     if (first === null || first.name !== "ova.xml") throw new XvaReadError(`the first member must be ova.xml, not ${first === null ? "the end of the archive" : JSON.stringify(first.name)}`);
     const size = first.entry.header.size;
     if (size > maxOvaXmlBytes) throw new XvaReadError(`ova.xml is ${size} bytes, more than ${maxOvaXmlBytes}`);
-    ovaXml = (await readAll(first.entry, size)).toString("utf8");
+    ovaXml = (await readAll(first, size)).toString("utf8");
+    if (isLegacyOvaXml(ovaXml)) {
+      kind = "legacy";
+      ({ metadata, disks: legacyDisks } = parseLegacyOvaXml(ovaXml));
+    } else {
+      kind = "xva";
+      metadata = parseOvaXml(ovaXml);
+    }
   } catch (error) {
     close();
     throw error;
   }
 
-  async function* blocks(sizes: ReadonlyMap<string, number>): AsyncGenerator<{ disk: string; block: XvaBlockRead }, void, undefined> {
+  async function* xvaBlocks(sizes: ReadonlyMap<string, number>): AsyncGenerator<Tagged, void, undefined> {
     const done = new Set<string>();
     let disk: string | null = null;
+    let declared = 0;
     let lastCounter = -1; // any member of the disk, keep-alives included
     let lastDataCounter = -1;
     let offsetEnd = 0;
     let blockSize = 0;
-    let pending: { disk: string; member: string; block: XvaBlockRead } | null = null;
-    const settle = (checksum: XvaChecksumKind | null) => {
+    // `full` is the member as it came (what its checksum covers); the block's data may be trimmed of padding.
+    let pending: { disk: string; member: string; full: Buffer; block: XvaBlockRead } | null = null;
+    const settle = (checksum: XvaChecksumKind | null, mismatch = false): Tagged => {
       const { disk: ref, block } = pending!;
       pending = null;
-      return { disk: ref, block: { ...block, checksum } };
+      return { disk: ref, block: mismatch ? { ...block, checksum, checksumMismatch: true } : { ...block, checksum } };
+    };
+    // Writers always send the block holding a disk's last byte: without it the disk did not arrive whole.
+    const assertWhole = (ended: boolean) => {
+      if (disk === null || offsetEnd >= declared) return;
+      const what = `disk ${disk} stops at byte ${offsetEnd} of its ${declared} (the block holding its last byte never came)`;
+      throw new XvaReadError(ended ? `archive truncated: ${what}` : `${what}: truncated`);
     };
 
-    for (let next_ = await next(); next_ !== null; next_ = await next()) {
-      const { entry, name } = next_;
+    for (let member = await next(); member !== null; member = await next()) {
+      const { entry, name } = member;
       const size = entry.header.size;
       if (name === "ova.xml") throw new XvaReadError("ova.xml appears twice");
       const match = MEMBER.exec(name);
@@ -145,9 +235,10 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
         if (pending === null || pending.member !== dataMember) throw new XvaReadError(`checksum member ${name} does not follow its data member`);
         if (size > 128) throw new XvaReadError(`checksum member ${name}: ${size} bytes`);
         // Compared as hex, whatever its case or trailing newline: the digest is what matters.
-        const found = (await readAll(entry, size)).toString("latin1").trim().toLowerCase();
-        if (found !== blockChecksum(kind, pending.block.data).toLowerCase()) throw new XvaChecksumError(dataMember, kind);
-        yield settle(kind);
+        const found = (await readAll(member, size)).toString("latin1").trim().toLowerCase();
+        const matches = found === blockChecksum(kind, pending.full).toLowerCase();
+        if (!matches && !force) throw new XvaChecksumError(dataMember, kind);
+        yield settle(kind, !matches);
         continue;
       }
 
@@ -155,8 +246,10 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
       if (ref !== disk) {
         if (done.has(ref)) throw new XvaReadError(`${name}: disk ${ref} appears again after other members`);
         if (!sizes.has(ref)) throw new XvaReadError(`${name}: disk ${ref} has no declared size (not a disk of ova.xml)`);
+        assertWhole(false);
         if (disk !== null) done.add(disk);
         disk = ref;
+        declared = sizes.get(ref)!;
         lastCounter = lastDataCounter = -1;
         offsetEnd = blockSize = 0;
       }
@@ -166,25 +259,122 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
       if (size > XVA_BLOCK_SIZE) throw new XvaReadError(`${name}: ${size} bytes, more than a 1 MiB block`);
       // Zero-length members are keep-alives sent while a run of zero blocks is skipped: they place nothing.
       if (size === 0) {
-        await skip(entry);
+        await skip(member);
         continue;
       }
       if (blockSize === 0) blockSize = size;
       const offset = offsetEnd + (counter - lastDataCounter - 1) * blockSize;
-      const declared = sizes.get(ref)!;
-      if (offset + size > declared) throw new XvaReadError(`${name}: data at bytes ${offset} to ${offset + size} is past the disk's declared size ${declared}`);
-      pending = { disk: ref, member: name, block: { index: counter, offset, data: await readAll(entry, size), checksum: null } };
+      const pastEnd = `${name}: data at bytes ${offset} to ${offset + size} is past the disk's declared size ${declared}`;
+      if (offset >= declared) throw new XvaReadError(pastEnd);
+      const full = await readAll(member, size);
+      // Xen Orchestra pads a disk's last block to 1 MiB with zeros: those bytes are dropped, any others refused.
+      const kept = Math.min(size, declared - offset);
+      if (kept < size && !isZero(full.subarray(kept))) throw new XvaReadError(`${pastEnd} (and not zero padding)`);
+      pending = { disk: ref, member: name, full, block: { index: counter, offset, data: kept < size ? full.subarray(0, kept) : full, checksum: null } };
       lastDataCounter = counter;
-      offsetEnd = offset + size;
+      offsetEnd = offset + kept;
     }
     if (pending !== null) yield settle(null);
+    assertWhole(received <= membersEnd);
+    assertEndOfArchive();
+  }
+
+  async function* legacyBlocks(): AsyncGenerator<Tagged, void, undefined> {
+    const byDir = new Map(legacyDisks.map((disk) => [disk.dir, disk]));
+    const done = new Set<string>();
+    // The disk being read: gunzipped bytes so far, the next chunk expected, and the block being filled.
+    let current = null as { disk: LegacyDisk; written: number; nextChunk: number; shortChunk: string | null; block: Buffer; fill: number } | null;
+    const describe = (disk: LegacyDisk) => `vdi ${JSON.stringify(disk.name)} (${disk.ref}, file://${disk.dir})`;
+
+    /** The filled block (or the disk's last, partial one), unless all zeros: the importer leaves holes there. */
+    const take = (): Tagged | null => {
+      const state = current!;
+      const data = state.fill === XVA_BLOCK_SIZE ? state.block : state.block.subarray(0, state.fill);
+      const offset = state.written - state.fill;
+      state.fill = 0;
+      if (isZero(data)) return null;
+      // The yielded buffer belongs to the consumer now.
+      state.block = Buffer.allocUnsafe(XVA_BLOCK_SIZE);
+      return { disk: state.disk.ref, block: { index: offset / XVA_BLOCK_SIZE, offset, data, checksum: null } };
+    };
+    function* finish(ended: boolean): Generator<Tagged, void, undefined> {
+      const state = current!;
+      if (state.fill > 0) {
+        const last = take();
+        if (last !== null) yield last;
+      }
+      done.add(state.disk.ref);
+      if (state.written < state.disk.size) {
+        const what = `${describe(state.disk)} holds ${state.written} bytes of its declared ${state.disk.size} (chunks 0 to ${state.nextChunk - 1} came)`;
+        throw new XvaReadError(ended ? `archive truncated: ${what}` : `${what}: truncated`);
+      }
+    }
+
+    for (let member = await next(); member !== null; member = await next()) {
+      const { entry, name } = member;
+      if (name === "ova.xml") throw new XvaReadError("ova.xml appears twice");
+      const chunk = legacyChunkMember(name);
+      if (chunk === null) throw new XvaReadError(`unexpected member ${JSON.stringify(name)} (a legacy package holds ova.xml and <dir>/chunk-NNNNNNNNN.gz)`);
+      const disk = byDir.get(chunk.dir);
+      if (disk === undefined) throw new XvaReadError(`${name}: no vdi of ova.xml has source file://${chunk.dir}`);
+      if (current?.disk !== disk) {
+        if (done.has(disk.ref)) throw new XvaReadError(`${name}: ${describe(disk)} appears again after other members`);
+        if (current !== null) yield* finish(false);
+        current = { disk, written: 0, nextChunk: 0, shortChunk: null, block: Buffer.allocUnsafe(XVA_BLOCK_SIZE), fill: 0 };
+      }
+      const state = current;
+      // A stream cannot be reordered without holding gigabyte chunks: order is the sender's to get right.
+      if (chunk.index === state.nextChunk - 1) throw new XvaReadError(`${name}: chunk ${chunk.index} appears twice`);
+      if (chunk.index < state.nextChunk) throw new XvaReadError(`${name}: chunk ${chunk.index} out of order (after chunk ${state.nextChunk - 1})`);
+      if (chunk.index > state.nextChunk) throw new XvaReadError(`${name}: chunk ${state.nextChunk} of ${describe(disk)} is missing (or out of order)`);
+      if (state.shortChunk !== null) throw new XvaReadError(`${state.shortChunk}: only a disk's last chunk may hold less than ${LEGACY_CHUNK_BYTES} bytes`);
+      state.nextChunk++;
+
+      const gunzip = createGunzip({ chunkSize: 64 * 1024 });
+      // Errors surface through the iteration below; pipeline tears both streams down on any of them.
+      pipeline(Readable.from(entry as AsyncIterable<Buffer>), gunzip, () => undefined);
+      let chunkBytes = 0;
+      try {
+        for await (const piece of gunzip as AsyncIterable<Buffer>) {
+          chunkBytes += piece.byteLength;
+          if (chunkBytes > LEGACY_CHUNK_BYTES) throw new XvaReadError(`${name}: gunzips to more than ${LEGACY_CHUNK_BYTES} bytes, the size of a chunk`);
+          if (state.written + piece.byteLength > disk.size) throw new XvaReadError(`${name}: data at bytes ${state.written} to ${state.written + piece.byteLength} is past the disk's declared size ${disk.size}`);
+          for (let used = 0; used < piece.byteLength; ) {
+            const n = Math.min(piece.byteLength - used, XVA_BLOCK_SIZE - state.fill);
+            piece.copy(state.block, state.fill, used, used + n);
+            used += n;
+            state.fill += n;
+            state.written += n;
+            if (state.fill === XVA_BLOCK_SIZE) {
+              const block = take();
+              if (block !== null) yield block;
+            }
+          }
+        }
+      } catch (error) {
+        if (error instanceof XvaReadError) throw error;
+        const code = (error as NodeJS.ErrnoException).code;
+        if (typeof code === "string" && code.startsWith("Z_")) throw new XvaReadError(`${name}: not a valid gzip stream (${(error as Error).message})`);
+        throw await memberFailure(error, name);
+      }
+      if (chunkBytes < LEGACY_CHUNK_BYTES) state.shortChunk = `${name} (${chunkBytes} bytes gunzipped)`;
+    }
+    const ended = received <= membersEnd;
+    if (current !== null) yield* finish(ended);
+    for (const disk of legacyDisks) {
+      if (done.has(disk.ref) || disk.size === 0) continue;
+      const what = `${describe(disk)}: none of its chunks came`;
+      throw new XvaReadError(ended ? `archive truncated: ${what}` : what);
+    }
+    assertEndOfArchive();
   }
 
   let started = false;
   async function* disks(sizes: ReadonlyMap<string, number>): AsyncGenerator<XvaDiskRead, void, undefined> {
     if (started) throw new XvaReadError("disks() reads the archive once");
     started = true;
-    const all = blocks(sizesSchema.parse(sizes));
+    const checked = sizesSchema.parse(sizes);
+    const all = kind === "legacy" ? legacyBlocks() : xvaBlocks(checked);
     let completed = false;
     try {
       let step = await all.next();
@@ -206,5 +396,5 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
     }
   }
 
-  return { ovaXml, disks, close };
+  return { kind, ovaXml, metadata, disks, close };
 }

@@ -9,6 +9,7 @@ import { Readable } from "node:stream";
 import { after, describe, test } from "node:test";
 import { pack as tarPack } from "tar-stream";
 import { XVA_BLOCK_SIZE, blockChecksum, type XvaChecksumKind } from "./format.ts";
+import { formatOvaXml, parseOvaXml } from "./ova-xml.ts";
 import { openXva, XvaChecksumError, XvaReadError, type XvaBlockRead } from "./reader.ts";
 import { writeXva, XvaWriteError, type XvaBlock } from "./writer.ts";
 
@@ -67,7 +68,8 @@ function tarOf(members: readonly (readonly [string, string | Buffer])[]): Readab
   return Readable.from(pack);
 }
 
-const OVA = "<value><struct></struct></value>";
+/** The smallest ova.xml parseOvaXml accepts: the reader parses it for the importer. */
+const OVA = formatOvaXml({ version: { hostname: "", date: "", product_version: "", product_brand: "", build_number: "", xapi_major: 1, xapi_minor: 20, export_vsn: 2 }, objects: [] });
 
 describe("round trip", () => {
   const big = sparseDisk(5 * MiB + 123, [0, 2, 5], 7);
@@ -205,7 +207,7 @@ describe("reader refuses bad archives", () => {
     ["an unexpected member", [["ova.xml", OVA], ["notes.txt", "hi"]], /unexpected member "notes.txt"/],
     ["blocks out of order", [["ova.xml", OVA], ["Ref:1/00000002", block], ["Ref:1/00000001", block]], /Ref:1\/00000001: out of order \(after block 2\)/],
     ["a duplicate block", [["ova.xml", OVA], ["Ref:1/00000000", block], ["Ref:1/00000000", block]], /Ref:1\/00000000: duplicate block/],
-    ["a disk coming back", [["ova.xml", OVA], ["Ref:1/00000000", block], ["Ref:2/00000000", block], ["Ref:1/00000001", block]], /disk Ref:1 appears again/],
+    ["a disk coming back", [["ova.xml", OVA], ["Ref:1/00000000", block], ["Ref:1/00000003", block], ["Ref:2/00000000", block], ["Ref:1/00000004", block]], /disk Ref:1 appears again/],
     ["a disk with no declared size", [["ova.xml", OVA], ["Ref:9/00000000", block]], /disk Ref:9 has no declared size/],
     ["data past the declared size", [["ova.xml", OVA], ["Ref:1/00000000", block], ["Ref:1/00000004", Buffer.from("x")]], /Ref:1\/00000004: data at bytes 4194304 to 4194305 is past the disk's declared size 4194304/],
     ["a member over 1 MiB", [["ova.xml", OVA], ["Ref:1/00000000", Buffer.alloc(MiB + 1)]], /more than a 1 MiB block/],
@@ -226,7 +228,7 @@ describe("reader refuses bad archives", () => {
   }
 
   test("ova.xml over the size limit", async () => {
-    await assert.rejects(openXva(tarOf([["ova.xml", OVA]]), { maxOvaXmlBytes: 10 }), /ova.xml is 32 bytes, more than 10/);
+    await assert.rejects(openXva(tarOf([["ova.xml", OVA]]), { maxOvaXmlBytes: 10 }), /ova.xml is \d+ bytes, more than 10/);
   });
 
   test("bytes that are not a tar", async () => {
@@ -247,5 +249,142 @@ describe("reader leniencies", () => {
     const members = [["ova.xml", OVA], ["Ref:1/00000000", block], ["Ref:1/00000000.xxhash", blockChecksum("xxhash", block).toLowerCase() + "\n"]] as const;
     const back = await readBack(tarOf(members), new Map([["Ref:1", 4]]));
     assert.deepEqual(back.disks.get("Ref:1")!.blocks, [{ index: 0, offset: 0, checksum: "xxhash" }]);
+  });
+});
+
+describe("metadata", () => {
+  test("an XVA's ova.xml comes parsed, kind xva", async () => {
+    const ova = formatOvaXml({ version: { hostname: "h", date: "", product_version: "", product_brand: "", build_number: "", xapi_major: 1, xapi_minor: 20, export_vsn: 2 }, objects: [{ class: "VM", id: "Ref:1", snapshot: { name_label: "vm" } }] });
+    const archive = await openXva(writeXva({ ovaXml: ova, disks: [], checksum: null }));
+    assert.equal(archive.kind, "xva");
+    assert.equal(archive.ovaXml, ova);
+    assert.deepEqual(archive.metadata, parseOvaXml(ova));
+    archive.close();
+  });
+
+  test("an ova.xml that is not XML-RPC is refused at open", async () => {
+    await assert.rejects(openXva(tarOf([["ova.xml", "<value><struct></struct></value>"]])), /ova.xml: /);
+  });
+});
+
+describe("force", () => {
+  const block = Buffer.alloc(MiB, 2);
+  const members = [["ova.xml", OVA], ["Ref:1/00000000", block], ["Ref:1/00000000.xxhash", "0000000000000000"], ["Ref:1/00000001", block], ["Ref:1/00000001.xxhash", blockChecksum("xxhash", block)]] as const;
+
+  test("a mismatch is yielded flagged and reading goes on", async () => {
+    const archive = await openXva(tarOf(members), { force: true });
+    const blocks: Omit<XvaBlockRead, "data">[] = [];
+    for await (const disk of archive.disks(new Map([["Ref:1", 2 * MiB]]))) for await (const { data: _data, ...rest } of disk.blocks) blocks.push(rest);
+    assert.deepEqual(blocks, [{ index: 0, offset: 0, checksum: "xxhash", checksumMismatch: true }, { index: 1, offset: MiB, checksum: "xxhash" }]);
+  });
+
+  test("without it the mismatch fails the read", async () => {
+    await assert.rejects(readBack(tarOf(members), new Map([["Ref:1", 2 * MiB]])), XvaChecksumError);
+  });
+
+  test("options are validated", async () => {
+    await assert.rejects(openXva(tarOf(members), { force: "yes" as unknown as boolean }));
+  });
+});
+
+describe("a last block padded past the declared size (Xen Orchestra's writer)", () => {
+  const size = 2 * MiB + 3;
+  const last = Buffer.alloc(MiB);
+  last.write("end");
+  const first = Buffer.alloc(MiB, 5);
+  // XO checksums the padded block.
+  const padded = [["ova.xml", OVA], ["Ref:1/00000000", first], ["Ref:1/00000000.xxhash", blockChecksum("xxhash", first)], ["Ref:1/00000002", last], ["Ref:1/00000002.xxhash", blockChecksum("xxhash", last)]] as const;
+
+  test("zero padding is trimmed, the checksum checked over the padded member", async () => {
+    const back = await readBack(tarOf(padded), new Map([["Ref:1", size]]));
+    const image = back.disks.get("Ref:1")!.image;
+    assert.equal(image.byteLength, size);
+    assert.equal(image.subarray(2 * MiB).toString(), "end");
+    assert.ok(image.subarray(0, MiB).equals(first));
+    assert.deepEqual(back.disks.get("Ref:1")!.blocks, [{ index: 0, offset: 0, checksum: "xxhash" }, { index: 2, offset: 2 * MiB, checksum: "xxhash" }]);
+  });
+
+  test("the data yielded is exactly the declared size", async () => {
+    const archive = await openXva(tarOf(padded));
+    const lengths: number[] = [];
+    for await (const disk of archive.disks(new Map([["Ref:1", size]]))) for await (const block of disk.blocks) lengths.push(block.data.byteLength);
+    assert.deepEqual(lengths, [MiB, 3]);
+  });
+
+  test("a disk smaller than one block, padded", async () => {
+    const only = Buffer.alloc(MiB);
+    only.write("tiny");
+    const back = await readBack(tarOf([["ova.xml", OVA], ["Ref:1/00000000", only]]), new Map([["Ref:1", 4]]));
+    assert.equal(back.disks.get("Ref:1")!.image.toString(), "tiny");
+  });
+
+  test("non-zero bytes past the end stay an error", async () => {
+    const dirty = Buffer.alloc(MiB);
+    dirty[MiB - 1] = 1;
+    await assert.rejects(readBack(tarOf([["ova.xml", OVA], ["Ref:1/00000000", first], ["Ref:1/00000002", dirty]]), new Map([["Ref:1", size]])), (error: Error) => error instanceof XvaReadError && /past the disk's declared size .* not zero padding/.test(error.message));
+  });
+
+  test("a block starting past the end is an error even when zero", async () => {
+    await assert.rejects(readBack(tarOf([["ova.xml", OVA], ["Ref:1/00000000", first], ["Ref:1/00000003", Buffer.alloc(MiB)]]), new Map([["Ref:1", size]])), /past the disk's declared size/);
+  });
+});
+
+describe("truncation", () => {
+  const disk = sparseDisk(3 * MiB + 5, [0, 1, 3], 13);
+  const sizes = new Map([["Ref:1", disk.byteLength]]);
+  let whole: Buffer;
+  /** Byte offsets in `whole` where each member's header starts, and where the end-of-archive blocks do. */
+  const boundaries: number[] = [];
+
+  test("setup: an archive and its member boundaries", async () => {
+    whole = await bytesOf(writeXva({ ovaXml: OVA, disks: [{ ref: "Ref:1", blocks: blocksOf(disk) }], checksum: "xxhash" }));
+    for (let at = 0; at < whole.byteLength; ) {
+      boundaries.push(at);
+      const header = whole.subarray(at, at + 512);
+      if (header.every((byte) => byte === 0)) break;
+      const size = parseInt(header.subarray(124, 136).toString("latin1").replace(/\0.*$/, "").trim(), 8);
+      at += 512 + Math.ceil(size / 512) * 512;
+    }
+    // ova.xml, 3 data + 3 checksum members, then the end blocks.
+    assert.equal(boundaries.length, 8);
+  });
+
+  /** The archive cut at `length` bytes, ended (not failed) as an HTTP body is when the client hangs up. */
+  const cut = (length: number) => Readable.from([whole.subarray(0, length)]);
+
+  test("the whole archive reads back", async () => {
+    const back = await readBack(cut(whole.byteLength), sizes);
+    assert.ok(back.disks.get("Ref:1")!.image.equals(disk));
+  });
+
+  test("cut at a member boundary before the disk's last block", async () => {
+    // After block 1's checksum, before block 3.
+    await assert.rejects(readBack(cut(boundaries[5]!), sizes), (error: Error) => error instanceof XvaReadError && /^archive truncated: disk Ref:1 stops at byte 2097152 of its 3145733/.test(error.message));
+  });
+
+  test("cut inside a data member", async () => {
+    await assert.rejects(readBack(cut(boundaries[3]! + 512 + 1000), sizes), (error: Error) => error instanceof XvaReadError && /^archive truncated: the stream ended inside member Ref:1\/00000001$/.test(error.message));
+  });
+
+  test("cut inside a header", async () => {
+    await assert.rejects(readBack(cut(boundaries[5]! + 100), sizes), (error: Error) => error instanceof XvaReadError && /^archive truncated: the stream ended inside the tar header after member Ref:1\/00000001.xxhash/.test(error.message));
+  });
+
+  test("cut after the last member, before the end-of-archive blocks", async () => {
+    await assert.rejects(readBack(cut(boundaries[7]!), sizes), (error: Error) => error instanceof XvaReadError && /^archive truncated: the stream ended after member Ref:1\/00000003.xxhash, without the tar end-of-archive blocks/.test(error.message));
+  });
+
+  test("cut after ova.xml", async () => {
+    await assert.rejects(readBack(cut(boundaries[1]!), sizes), (error: Error) => error instanceof XvaReadError && /^archive truncated: the stream ended after member ova.xml/.test(error.message));
+  });
+
+  test("one end-of-archive block is enough", async () => {
+    const back = await readBack(cut(boundaries[7]! + 512), sizes);
+    assert.ok(back.disks.get("Ref:1")!.image.equals(disk));
+  });
+
+  test("a disk whose last block is missing before the next disk starts", async () => {
+    const block = Buffer.alloc(MiB, 1);
+    await assert.rejects(readBack(tarOf([["ova.xml", OVA], ["Ref:1/00000000", block], ["Ref:2/00000000", block]]), new Map([["Ref:1", 2 * MiB], ["Ref:2", MiB]])), /disk Ref:1 stops at byte 1048576 of its 2097152 .*: truncated/);
   });
 });
