@@ -6,6 +6,7 @@ import * as plugins from "./plugins.ts";
 import * as serve from "./serve.ts";
 import { toolstackCommands } from "./toolstack-commands.ts";
 import { UsageError } from "./usage.ts";
+import { vmTransferCommands } from "./vm-transfer.ts";
 
 const COMMANDS: Record<string, { summary: string; help: string; run(argv: string[]): Promise<number> }> = {
   plugins,
@@ -14,6 +15,7 @@ const COMMANDS: Record<string, { summary: string; help: string; run(argv: string
   conformance,
   serve,
   ...toolstackCommands,
+  ...vmTransferCommands,
 };
 
 const HELP = `hangar — drive SMAPIv3 (xapi-storage) plugins from the command line
@@ -22,12 +24,12 @@ Usage: hangar <command> [options]
 
 Commands:
 ${Object.entries(COMMANDS)
-  .map(([name, command]) => `  ${name.padEnd(13)}${command.summary}`)
+  .map(([name, command]) => `  ${name.padEnd(20)}${command.summary}`)
   .join("\n")}
 
 Run "hangar <command> --help" for the options of a command.
 Environment: HANGAR_PLUGIN_ROOT (default: the bundled root server/plugins); HANGAR_URL and
-HANGAR_PASSWORD for the toolstack's commands (sr-list … vdi-destroy).
+HANGAR_PASSWORD for the toolstack's commands (sr-list … vdi-destroy, vm-import … vm-import-metadata).
 `;
 
 async function main(argv: string[]): Promise<number> {

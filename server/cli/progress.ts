@@ -60,3 +60,77 @@ export function progressLine(estimate: ProgressEstimate): string {
   const more = details(estimate);
   return `progress ${Math.floor(estimate.fraction * 100)}%${more === "" ? "" : ` (${more})`}`;
 }
+
+// Transfers (vm-import, vm-export): bytes moved, the byte rate, and the time left from whichever is known —
+// the total size, or else the task's own fraction.
+
+/** 10737418240 → "10 GiB", 1610612736 → "1.5 GiB". */
+export function formatSize(bytes: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let value = bytes;
+  let unit = 0;
+  while (Math.abs(value) >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
+}
+
+export interface TransferEstimate {
+  bytes: number;
+  /** Bytes in all, when known (a file's size, a Content-Length). */
+  total: number | null;
+  /** Bytes per second; null until bytes have moved. */
+  rate: number | null;
+  /** Fraction done: bytes of the total, else the task's. */
+  fraction: number | null;
+  /** The task's own progress, when followed. */
+  task: number | null;
+  /** Seconds left; null when neither the total nor the task's rate tells. */
+  eta: number | null;
+}
+
+export class TransferMeter {
+  // Byte counts are fed as "fractions": the slope is then bytes per second.
+  readonly #bytes: ProgressMeter;
+  readonly #task: ProgressMeter;
+
+  constructor(windowMs = 10_000) {
+    this.#bytes = new ProgressMeter(windowMs);
+    this.#task = new ProgressMeter(windowMs);
+  }
+
+  sample(bytes: number, total: number | null, task: number | null, at = Date.now()): TransferEstimate {
+    const { rate } = this.#bytes.sample(bytes, at);
+    if (total !== null && total > 0) {
+      const eta = rate === null ? null : Math.max(0, total - bytes) / rate;
+      return { bytes, total, rate, fraction: Math.min(1, bytes / total), task, eta };
+    }
+    const byTask = task === null ? null : this.#task.sample(task, at);
+    return { bytes, total: null, rate, fraction: task, task, eta: byTask?.eta ?? null };
+  }
+}
+
+function transferDetails(estimate: TransferEstimate): string[] {
+  const parts = [estimate.total === null ? formatSize(estimate.bytes) : `${formatSize(estimate.bytes)} of ${formatSize(estimate.total)}`];
+  if (estimate.rate !== null) parts.push(`${formatSize(estimate.rate)}/s`);
+  if (estimate.eta !== null) parts.push(`ETA ${formatDuration(estimate.eta)}`);
+  // The task's fraction is worth its own mention only beside a byte fraction (an import's disks being written).
+  if (estimate.task !== null && estimate.total !== null) parts.push(`task ${Math.floor(estimate.task * 100)}%`);
+  return parts;
+}
+
+/** "[#######-------]  50%  1.0 GiB of 2.0 GiB  48.0 MiB/s  ETA 0:21  task 45%" for a line redrawn in place. */
+export function transferBar(estimate: TransferEstimate, width = 30): string {
+  const details = transferDetails(estimate).join("  ");
+  if (estimate.fraction === null) return details;
+  const done = Math.round(Math.min(1, Math.max(0, estimate.fraction)) * width);
+  const percent = `${Math.floor(estimate.fraction * 100)}%`.padStart(4);
+  return `[${"#".repeat(done)}${"-".repeat(width - done)}] ${percent}  ${details}`;
+}
+
+/** "sent 50%: 1.0 GiB of 2.0 GiB, 48.0 MiB/s, ETA 0:21, task 45%" for logs and pipes. */
+export function transferLine(verb: string, estimate: TransferEstimate): string {
+  const percent = estimate.fraction === null ? "" : ` ${Math.floor(estimate.fraction * 100)}%`;
+  return `${verb}${percent}: ${transferDetails(estimate).join(", ")}`;
+}

@@ -1,0 +1,370 @@
+// vm-import, vm-export and the metadata pair as a user runs them (bin/hangar, not on a terminal) against a
+// real toolstack: files plain and compressed, a URL, round trips to the same disk bytes, an export killed and
+// resumed to the same bytes, Ctrl-C on either side, failures in words.
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { createGzip, gzipSync } from "node:zlib";
+import { startTestToolstack, type TestToolstack } from "../toolstack/storage-testing.ts";
+import { ROOT_PASSWORD } from "../toolstack/testing.ts";
+import { formatSize, TransferMeter, transferBar, transferLine } from "./progress.ts";
+import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "../toolstack/vm-transfer/testing.ts";
+
+const HANGAR = fileURLToPath(new URL("../../bin/hangar", import.meta.url));
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+let host: TestToolstack;
+let dir: string;
+let env: Record<string, string>;
+
+before(async () => {
+  host = await startTestToolstack();
+  dir = await mkdtemp(join(tmpdir(), "hangar-vm-transfer-"));
+  env = { HANGAR_URL: host.client.url, HANGAR_PASSWORD: ROOT_PASSWORD };
+});
+after(async () => {
+  await host.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** bin/hangar as a child; `run` is its outcome. */
+function start(args: string[]): { child: ChildProcess; run: Promise<Run> } {
+  const child = spawn(HANGAR, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.setEncoding("utf8").on("data", (text: string) => (stdout += text));
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => (stderr += text));
+  const run = new Promise<Run>((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+  return { child, run };
+}
+
+const hangar = (...args: string[]) => start(args).run;
+
+function ok(run: Run): Run {
+  assert.equal(run.code, 0, `exit code (stderr: ${run.stderr})`);
+  return run;
+}
+
+const call = <T = unknown>(method: string, ...params: unknown[]) => host.client.call<T>(method, ...params);
+const path = (name: string) => join(dir, name);
+const sha256 = async (file: string) => createHash("sha256").update(await readFile(file)).digest("hex");
+const exists = (file: string) => stat(file).then(() => true, () => false);
+
+async function writeArchive(name: string, archive: Readable): Promise<string> {
+  await pipeline(archive, createWriteStream(path(name)));
+  return path(name);
+}
+
+/** The "uuid  name" a successful import prints: the VM's ref and uuid. */
+async function importedVm(run: Run, name: string): Promise<{ ref: string; uuid: string }> {
+  const match = /^([0-9a-f-]{36}) {2}(.*)$/.exec(run.stdout.trim());
+  assert.ok(match, run.stdout);
+  assert.equal(match[2], name);
+  return { ref: await call<string>("VM.get_by_uuid", match[1]), uuid: match[1]! };
+}
+
+async function diskOf(vm: string): Promise<string> {
+  for (const vbd of await call<string[]>("VM.get_VBDs", vm)) if ((await call("VBD.get_type", vbd)) === "Disk") return call<string>("VBD.get_VDI", vbd);
+  throw new Error("no disk");
+}
+
+async function assertDisk(vm: string, disk: TestDisk, what: string): Promise<void> {
+  const [got, want] = [await readVdi(host.service.ts, await diskOf(vm)), diskBytes(disk)];
+  const differs = got.findIndex((byte, at) => byte !== want[at]);
+  assert.ok(got.equals(want), `${what}: the disk's bytes (${got.length} bytes read of ${want.length}; first difference at ${differs}; virtual_size ${String(await call("VDI.get_virtual_size", await diskOf(vm)))})`);
+}
+
+/** stderr off a terminal: whole lines, progress or a summary, never a bar redrawn in place. */
+function assertPlainLines(stderr: string): void {
+  assert.doesNotMatch(stderr, /[\r\u001b]/);
+  for (const line of stderr.trimEnd().split("\n").filter((l) => /^(sent|received)\b/.test(l))) {
+    assert.match(line, /^(sent|received)(?: \d+%)?: [\d.]+ [KMGT]?i?B|^(sent|received) [\d.]+ [KMGT]?i?B in \d+:\d\d/, line);
+  }
+}
+
+const vmCount = async () => (await call<string[]>("VM.get_all")).length;
+
+// A short last block; 64 KiB-aligned as the file SR rounds volume sizes up to 64 KiB.
+const smallDisk = (seed: number): TestDisk => ({ size: 7 * MiB + 64 * 1024, blocks: new Map([[0, patternBlock(seed)], [5, patternBlock(seed + 1)], [7, patternBlock(seed + 2, 64 * 1024)]]) });
+
+describe("hangar vm-import", () => {
+  test("a plain and a gzipped XVA file: the new VM's uuid and name, its disk's bytes; --sr; plain progress lines", async () => {
+    const disk = smallDisk(1);
+    const plain = await writeArchive("plain.xva", testXva({ name: "plain vm", disks: [disk] }));
+    const gzipped = await writeArchive("gzipped.xva.gz", testXva({ name: "gzipped vm", disks: [disk] }).pipe(createGzip()));
+    const [pool] = await call<string[]>("pool.get_all");
+    const sr = await call<string>("SR.get_uuid", await call<string>("pool.get_default_SR", pool));
+    const first = ok(await hangar("vm-import", plain, "--sr", sr));
+    const second = ok(await hangar("vm-import", gzipped));
+    for (const [run, name] of [[first, "plain vm"], [second, "gzipped vm"]] as const) {
+      const vm = await importedVm(run, name);
+      await assertDisk(vm.ref, disk, name);
+      assertPlainLines(run.stderr);
+      assert.match(run.stderr, /^sent [\d.]+ [KM]i?B in \d+:\d\d/m);
+    }
+    assert.match(first.stderr, new RegExp(`^sent ${((await stat(plain)).size / MiB).toFixed(1)} MiB in`, "m"), "the whole file went");
+  });
+
+  test("a URL: fetched and streamed through", async (t) => {
+    const disk = smallDisk(4);
+    const file = await writeArchive("served.xva", testXva({ name: "served vm", disks: [disk] }));
+    const size = (await stat(file)).size;
+    const server = await serve((_request, response) => {
+      response.writeHead(200, { "content-length": size, "content-type": "application/octet-stream" });
+      createReadStream(file).pipe(response);
+    });
+    t.after(() => server.close());
+    const run = ok(await hangar("vm-import", `${url(server)}/exports/served.xva`));
+    await assertDisk((await importedVm(run, "served vm")).ref, disk, "from a URL");
+    const missing = await hangar("vm-import", `${url(server).replace(/\d+$/, "1")}/nothing.xva`);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /ECONNREFUSED/);
+  });
+
+  test("a legacy package directory (ova.xml and gzipped chunks) is packed and streamed", async () => {
+    const disk: TestDisk = { size: 3 * MiB, blocks: new Map([[0, patternBlock(30)], [2, patternBlock(31)]]) };
+    const pkg = path("legacy-package");
+    await mkdir(join(pkg, "xvda"), { recursive: true });
+    await writeFile(join(pkg, "xvda", "chunk-000000000.gz"), gzipSync(diskBytes(disk)));
+    await writeFile(
+      join(pkg, "ova.xml"),
+      `<?xml version="1.0" ?>
+<appliance version="0.1">
+  <vm name="vm">
+    <label>legacy vm</label>
+    <shortdesc>a legacy package</shortdesc>
+    <config mem_set="268435456" vcpus="1"/>
+    <hacks is_hvm="true" kernel_boot_cmdline=""></hacks>
+    <vbd device="xvda" function="root" mode="w" vdi="vdi_xvda"/>
+  </vm>
+  <vdi name="vdi_xvda" size="${disk.size}" source="file://xvda" type="dir-gzipped-chunks" variety="system"/>
+</appliance>
+`,
+    );
+    const run = ok(await hangar("vm-import", pkg));
+    await assertDisk((await importedVm(run, "legacy vm")).ref, disk, "a legacy package");
+    const notPackage = await hangar("vm-import", join(pkg, "xvda"));
+    assert.equal(notPackage.code, 1);
+    assert.match(notPackage.stderr, /is a directory without ova\.xml: not a legacy package/);
+  });
+
+  test("a corrupt file: the task's reason in words, exit 1, nothing made; refusals before the upload say why", async () => {
+    const before = await vmCount();
+    const corrupt = path("corrupt.xva");
+    await writeFile(corrupt, "hello, this is not an XVA\n".repeat(200));
+    const run = await hangar("vm-import", corrupt);
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /^import failed: IMPORT_ERROR .*(tar|ova\.xml)/m);
+    assert.equal(run.stdout, "");
+    assert.equal(await vmCount(), before);
+    const noSr = await hangar("vm-import", corrupt, "--sr", "00000000-0000-4000-8000-000000000000");
+    assert.equal(noSr.code, 1);
+    assert.match(noSr.stderr, /UUID_INVALID/);
+    const badSr = await hangar("vm-import", corrupt, "--sr", "OpaqueRef:00000000-0000-4000-8000-000000000000");
+    assert.equal(badSr.code, 1);
+    assert.match(badSr.stderr, /the import refused \(HTTP 404\): HANDLE_INVALID/);
+    const none = await hangar("vm-import", path("no-such.xva"));
+    assert.equal(none.code, 1);
+    assert.match(none.stderr, /ENOENT/);
+  });
+
+  test("Ctrl-C while the data flows cancels the import's task; exit 130, nothing made", async (t) => {
+    const archive = await collect(testXva({ name: "never", disks: [smallDisk(7)] }));
+    let sent!: () => void;
+    const halfSent = new Promise<void>((resolve) => (sent = resolve));
+    // Half the archive, then nothing: the import waits for the rest.
+    const server = await serve((_request, response) => {
+      response.writeHead(200, { "content-length": archive.length });
+      response.write(archive.subarray(0, archive.length / 2), () => sent());
+    });
+    t.after(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+    const before = await vmCount();
+    const { child, run } = start(["vm-import", `${url(server)}/stalls.xva`]);
+    await halfSent;
+    await waitFor(async () => (await pendingTasks("VM import")).length > 0);
+    child.kill("SIGINT");
+    const result = await run;
+    assert.equal(result.code, 130, result.stderr);
+    assert.match(result.stderr, /^interrupted: the import's task ended cancelled$/m);
+    assert.equal(await vmCount(), before);
+  });
+});
+
+describe("hangar vm-export", () => {
+  const disk = smallDisk(10);
+  let vm: { ref: string; uuid: string };
+  /** ~64 MiB of data: an export that takes a moment. */
+  const big: TestDisk = { size: 64 * MiB, blocks: new Map(Array.from({ length: 64 }, (_, i) => [i, patternBlock(100 + i)])) };
+  let bigVm: { ref: string; uuid: string };
+
+  before(async () => {
+    vm = await importedVm(ok(await hangar("vm-import", await writeArchive("source.xva", testXva({ name: "exported vm", disks: [disk] })))), "exported vm");
+    bigVm = await importedVm(ok(await hangar("vm-import", await writeArchive("big.xva", testXva({ name: "big vm", disks: [big] })))), "big vm");
+  });
+
+  test("to a file by uuid, then imported back: the same disk bytes; no .part or sidecar left", async () => {
+    const file = path("round-trip.xva");
+    const run = ok(await hangar("vm-export", vm.uuid, file));
+    assertPlainLines(run.stderr);
+    assert.match(run.stderr, /^received [\d.]+ [KM]i?B in \d+:\d\d/m);
+    assert.match(run.stderr, /^exported to .*round-trip\.xva$/m);
+    assert.ok(!(await exists(`${file}.part`)) && !(await exists(`${file}.part.json`)));
+    const back = await importedVm(ok(await hangar("vm-import", file)), "exported vm");
+    assert.notEqual(back.uuid, vm.uuid);
+    await assertDisk(back.ref, disk, "exported and imported");
+  });
+
+  test("--compress zstd by name; to stdout with -; usage errors", async () => {
+    const file = path("compressed.xva.zst");
+    await call("VM.set_name_label", vm.ref, "only one of this name");
+    ok(await hangar("vm-export", "only one of this name", file, "--compress", "zstd"));
+    assert.deepEqual([...(await readFile(file)).subarray(0, 4)], [0x28, 0xb5, 0x2f, 0xfd]);
+    await assertDisk((await importedVm(ok(await hangar("vm-import", file)), "only one of this name")).ref, disk, "zstd");
+    const piped = ok(await hangar("vm-export", vm.uuid, "-"));
+    assert.equal(piped.stdout.slice(0, 7), "ova.xml", "a plain XVA on stdout");
+    for (const [args, message] of [
+      [["vm-export", vm.uuid, file, "--compress", "xz"], /--compress takes gzip or zstd/],
+      [["vm-export", vm.uuid, "-", "--resume"], /--resume needs a FILE/],
+      [["vm-export", vm.uuid], /needs VM and FILE/],
+    ] as const) {
+      const run = await hangar(...args);
+      assert.equal(run.code, 2);
+      assert.match(run.stderr, message);
+    }
+    const unknown = await hangar("vm-export", "no such vm", file);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /no VM named "no such vm"/);
+  });
+
+  test("killed mid-export, --resume continues from FILE.part: the same bytes as the whole export in one go", async () => {
+    const file = path("resumed.xva");
+    const part = `${file}.part`;
+    const { child, run } = start(["vm-export", bigVm.uuid, file]);
+    await waitFor(async () => ((await stat(part).catch(() => undefined))?.size ?? 0) >= 2 * MiB, 5);
+    child.kill("SIGKILL");
+    assert.equal((await run).signal, "SIGKILL");
+    const left = (await stat(part)).size;
+    const sidecar = JSON.parse(await readFile(`${part}.json`, "utf8")) as { vm: string; etag: string; bytes: number; compression: null };
+    assert.equal(sidecar.vm, bigVm.uuid);
+    assert.equal(sidecar.compression, null);
+    assert.ok(sidecar.bytes <= left);
+    assert.ok(!(await exists(file)));
+    const resumed = ok(await hangar("vm-export", bigVm.uuid, file, "--resume"));
+    const from = Number(/^resuming .* at byte (\d+) /m.exec(resumed.stderr)?.[1]);
+    assert.ok(from > 0 && from <= left, resumed.stderr);
+    assert.ok(!(await exists(part)) && !(await exists(`${part}.json`)));
+    // The same export (its etag names its date) fetched whole.
+    const whole = await http(`${host.client.url}/export?session_id=${host.client.session}&uuid=${bigVm.uuid}&offset=0&etag=${encodeURIComponent(sidecar.etag)}`);
+    assert.equal(whole.status, 200);
+    assert.ok(from < whole.body.length, `killed before the end (${from} of ${whole.body.length})`);
+    assert.equal(await sha256(file), createHash("sha256").update(whole.body).digest("hex"));
+    await assertDisk((await importedVm(ok(await hangar("vm-import", file)), "big vm")).ref, big, "resumed");
+  });
+
+  test("Ctrl-C keeps FILE.part and a sidecar of its size; --resume after the VM changed starts over (412)", async () => {
+    // zstd: a gzip export cancelled this way throws an uncaught ERR_STREAM_PREMATURE_CLOSE in the toolstack.
+    const file = path("interrupted.xva.zst");
+    const part = `${file}.part`;
+    const { child, run } = start(["vm-export", bigVm.uuid, file, "--compress", "zstd"]);
+    await waitFor(async () => ((await stat(part).catch(() => undefined))?.size ?? 0) >= MiB, 5);
+    child.kill("SIGINT");
+    const interrupted = await run;
+    assert.equal(interrupted.code, 130, interrupted.stderr);
+    assert.match(interrupted.stderr, /^interrupted: .*interrupted\.xva\.zst\.part keeps .*--resume" continues it$/m);
+    const sidecar = JSON.parse(await readFile(`${part}.json`, "utf8")) as { bytes: number; compression: string };
+    assert.equal(sidecar.bytes, (await stat(part)).size, "the sidecar records all that was written");
+    assert.equal(sidecar.compression, "zstd");
+    const wrong = await hangar("vm-export", bigVm.uuid, file, "--resume", "--compress", "gzip");
+    assert.equal(wrong.code, 2);
+    assert.match(wrong.stderr, /exported with --compress zstd/);
+    await call("VM.set_name_description", bigVm.ref, "changed after the export began");
+    const again = ok(await hangar("vm-export", bigVm.uuid, file, "--resume"));
+    assert.match(again.stderr, /the VM changed since .* \(HTTP 412\): exporting it again from the start/);
+    assert.deepEqual([...(await readFile(file)).subarray(0, 4)], [0x28, 0xb5, 0x2f, 0xfd]);
+    await assertDisk((await importedVm(ok(await hangar("vm-import", file)), "big vm")).ref, big, "restarted after 412");
+  });
+});
+
+describe("hangar vm-export-metadata and vm-import-metadata", () => {
+  test("metadata to a file; --dry-run makes nothing; a real import links the same disk", async () => {
+    const disk = smallDisk(20);
+    const vm = await importedVm(ok(await hangar("vm-import", await writeArchive("meta.xva", testXva({ name: "meta vm", disks: [disk] })))), "meta vm");
+    const file = path("meta.ova");
+    ok(await hangar("vm-export-metadata", vm.uuid, file));
+    const metadata = await readFile(file);
+    assert.equal(metadata.subarray(0, 7).toString(), "ova.xml");
+    assert.ok(metadata.length < 64 * 1024);
+    const before = await vmCount();
+    const dryRun = ok(await hangar("vm-import-metadata", file, "--dry-run"));
+    assert.equal(dryRun.stdout, "");
+    assert.match(dryRun.stderr, /dry run: the metadata imports cleanly/);
+    assert.equal(await vmCount(), before);
+    const copy = await importedVm(ok(await hangar("vm-import-metadata", file)), "meta vm");
+    assert.equal(await diskOf(copy.ref), await diskOf(vm.ref));
+    const badMap = await hangar("vm-import-metadata", file, "--map-vdi", "nonsense");
+    assert.equal(badMap.code, 2);
+    assert.match(badMap.stderr, /--map-vdi takes SRC=DST/);
+  });
+});
+
+function serve(handler: Parameters<typeof createServer>[1]): Promise<Server> {
+  const server = createServer(handler);
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+const url = (server: Server) => `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+async function waitFor(condition: () => Promise<boolean>, everyMs = 50, withinMs = 30_000): Promise<void> {
+  for (const deadline = Date.now() + withinMs; !(await condition()); await new Promise((resolve) => setTimeout(resolve, everyMs))) {
+    if (Date.now() > deadline) throw new Error("timed out waiting");
+  }
+}
+
+async function pendingTasks(name: string): Promise<string[]> {
+  const tasks = await call<Record<string, { name_label: string; status: string }>>("task.get_all_records");
+  return Object.entries(tasks)
+    .filter(([, task]) => task.name_label === name && task.status === "pending")
+    .map(([ref]) => ref);
+}
+
+describe("transfer progress", () => {
+  test("bytes of a known total: fraction, byte rate, ETA; without a total, the task's fraction and its ETA", () => {
+    const sized = new TransferMeter(10_000);
+    assert.deepEqual(sized.sample(0, 100 * MiB, null, 0), { bytes: 0, total: 100 * MiB, rate: null, fraction: 0, task: null, eta: null });
+    const half = sized.sample(50 * MiB, 100 * MiB, 0.4, 5_000);
+    assert.equal(half.rate, 10 * MiB);
+    assert.equal(half.eta, 5);
+    assert.equal(transferBar(half, 10), "[#####-----]  50%  50.0 MiB of 100.0 MiB  10.0 MiB/s  ETA 0:05  task 40%");
+    assert.equal(transferLine("sent", half), "sent 50%: 50.0 MiB of 100.0 MiB, 10.0 MiB/s, ETA 0:05, task 40%");
+    const unsized = new TransferMeter(10_000);
+    unsized.sample(0, null, 0, 0);
+    const byTask = unsized.sample(20 * MiB, null, 0.25, 10_000);
+    assert.equal(byTask.fraction, 0.25);
+    assert.equal(byTask.eta, 30);
+    assert.equal(transferLine("received", byTask), "received 25%: 20.0 MiB, 2.0 MiB/s, ETA 0:30");
+    assert.equal(transferBar(new TransferMeter().sample(512, null, null)), "512 B");
+    assert.equal(formatSize(1536 * MiB), "1.5 GiB");
+  });
+});

@@ -1,0 +1,739 @@
+// VM import and export from the command line (vm-import-export.md, compat-notes §2–3): archives stream
+// between disk (or a URL, or stdin/stdout) and the toolstack's /import and /export, never held in memory; the
+// outcome is the task's. An export goes to FILE.part with a sidecar (FILE.part.json) that lets --resume ask
+// for the rest (offset + etag); Ctrl-C keeps both. Ctrl-C during an import cancels its task.
+import { createReadStream } from "node:fs";
+import { type FileHandle, open, readFile, rename, rm, stat, truncate } from "node:fs/promises";
+import { type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders, request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { dirname, join } from "node:path";
+import { Readable, Transform, Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { z } from "zod";
+import { formatDuration, formatSize, TransferMeter, transferBar, transferLine } from "./progress.ts";
+import { packLegacyDirectory } from "../xva/legacy.ts";
+import { parseCommandLine, UsageError } from "./usage.ts";
+import { type TaskRecord, taskResult, XenApiClient } from "./xenapi-client.ts";
+
+const DEFAULT_URL = "http://127.0.0.1:8080";
+/** Exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
+const INTERRUPTED = 130;
+
+interface Command {
+  summary: string;
+  help: string;
+  run(argv: string[]): Promise<number>;
+}
+
+// The connection as toolstack-commands.ts makes it (its helpers are private to it).
+const CONNECTION_OPTIONS = { url: { type: "string" }, user: { type: "string" } } as const;
+
+const CONNECTION_HELP = `Connection:
+  --url URL    the toolstack (default: $HANGAR_URL or ${DEFAULT_URL})
+  --user NAME  user to log in as (default root); the password is $HANGAR_PASSWORD, else asked on a terminal
+`;
+
+async function askPassword(prompt: string): Promise<string> {
+  const { stdin, stderr } = process;
+  if (!stdin.isTTY) throw new UsageError("no password: set HANGAR_PASSWORD (or run on a terminal to be asked)");
+  stderr.write(prompt);
+  stdin.setRawMode(true);
+  stdin.setEncoding("utf8");
+  let typed = "";
+  try {
+    for await (const chunk of stdin) {
+      for (const char of chunk as string) {
+        if (char === "\r" || char === "\n") return typed;
+        if (char === "\u0003") throw new Error("interrupted");
+        typed = char === "\u007f" || char === "\b" ? typed.slice(0, -1) : typed + char;
+      }
+    }
+    return typed;
+  } finally {
+    stdin.setRawMode(false);
+    stderr.write("\n");
+  }
+}
+
+async function withClient<T>(values: { url?: string; user?: string }, work: (client: XenApiClient) => Promise<T>): Promise<T> {
+  const url = values.url ?? (process.env.HANGAR_URL || DEFAULT_URL);
+  const user = values.user ?? "root";
+  const password = process.env.HANGAR_PASSWORD ?? (await askPassword(`Password for ${user} at ${url}: `));
+  const client = await XenApiClient.login(url, user, password);
+  try {
+    return await work(client);
+  } finally {
+    await client.logout();
+  }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** An object given by ref, uuid or name label: its ref. */
+async function resolve(client: XenApiClient, cls: string, given: string): Promise<string> {
+  if (given.startsWith("OpaqueRef:")) return given;
+  if (UUID.test(given)) return client.call(z.string(), `${cls}.get_by_uuid`, given);
+  const refs = await client.call(z.array(z.string()), `${cls}.get_by_name_label`, given);
+  if (refs.length !== 1) throw new Error(refs.length === 0 ? `no ${cls} named "${given}"` : `${refs.length} ${cls}s are named "${given}": give a uuid`);
+  return refs[0]!;
+}
+
+// ---- HTTP: the transfer endpoints take the session in the query and may redirect to another host (§3).
+
+/** An endpoint of the toolstack with its query. */
+function endpoint(client: XenApiClient, path: string, query: Record<string, string | undefined>): URL {
+  const url = new URL(path, client.url.endsWith("/") ? client.url : `${client.url}/`);
+  url.searchParams.set("session_id", client.session);
+  for (const [key, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(key, value);
+  return url;
+}
+
+function send(url: URL, method: string, headers: OutgoingHttpHeaders = {}): ClientRequest {
+  return (url.protocol === "https:" ? httpsRequest : httpRequest)(url, { method, headers });
+}
+
+function responseTo(request: ClientRequest): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    request.once("response", resolve);
+    request.once("error", reject);
+  });
+}
+
+const isRedirect = (response: IncomingMessage) => [301, 302, 303, 307, 308].includes(response.statusCode ?? 0) && response.headers.location !== undefined;
+
+/** A GET, following up to 5 redirects. */
+async function get(url: URL, headers: OutgoingHttpHeaders = {}): Promise<IncomingMessage> {
+  for (let hop = 0; ; hop++) {
+    const request = send(url, "GET", headers);
+    request.end();
+    const response = await responseTo(request);
+    if (!isRedirect(response) || hop === 5) return response;
+    response.resume();
+    url = new URL(response.headers.location!, url);
+  }
+}
+
+/** A refusal's body: the toolstack's reason in words (bounded: it is a message, not data). */
+async function reason(response: IncomingMessage): Promise<string> {
+  let text = "";
+  for await (const chunk of response) {
+    if (text.length < 4096) text += String(chunk);
+  }
+  return text.trim().slice(0, 4096) || response.statusMessage || "";
+}
+
+/** A refusal before any data moved: the status and the toolstack's reason. */
+async function refused(what: string, response: IncomingMessage): Promise<Error> {
+  return new Error(`${what} refused (HTTP ${response.statusCode}): ${await reason(response)}`);
+}
+
+const zProgress = z.union([z.number(), z.string().transform(Number)]);
+
+/** Polls the task's progress each second into `set` (an event.from wait would outlive an interrupted command). */
+function followProgress(client: XenApiClient, task: string, set: (fraction: number) => void): () => void {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const poll = async () => {
+    const fraction = await client.call(zProgress, "task.get_progress", task).catch(() => undefined);
+    if (stopped) return;
+    if (fraction !== undefined && Number.isFinite(fraction)) set(fraction);
+    timer = setTimeout(() => void poll(), 1000);
+  };
+  void poll();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
+// ---- Progress on stderr: a bar redrawn on a terminal, else a line per 10% or 10 s.
+
+class TransferProgress {
+  bytes = 0;
+  task: number | null = null;
+  readonly #verb: string;
+  readonly #total: number | null;
+  readonly #terminal = process.stderr.isTTY === true;
+  readonly #meter = new TransferMeter();
+  readonly #started = Date.now();
+  readonly #startBytes: number;
+  #timer: NodeJS.Timeout | undefined;
+  #lastLine = Date.now();
+  #lastStep = 0;
+  #drawn = false;
+
+  constructor(verb: string, total: number | null, startBytes = 0) {
+    this.#verb = verb;
+    this.#total = total;
+    this.bytes = startBytes;
+    this.#startBytes = startBytes;
+    this.#timer = setInterval(() => this.#tick(), this.#terminal ? 500 : 1000);
+  }
+
+  #tick(): void {
+    const estimate = this.#meter.sample(this.bytes, this.#total, this.task);
+    if (this.#terminal) {
+      process.stderr.write(`\r${transferBar(estimate)}\u001b[K`);
+      this.#drawn = true;
+      return;
+    }
+    const step = estimate.fraction === null ? 0 : Math.floor(estimate.fraction * 10);
+    if (step > this.#lastStep || Date.now() - this.#lastLine >= 10_000) {
+      process.stderr.write(`${transferLine(this.#verb, estimate)}\n`);
+      this.#lastStep = step;
+      this.#lastLine = Date.now();
+    }
+  }
+
+  /** Stops, and says how much moved how fast (the bar goes, this line stays). */
+  stop(moved: number | null = this.bytes - this.#startBytes): void {
+    clearInterval(this.#timer);
+    if (this.#drawn) process.stderr.write("\r\u001b[K");
+    if (moved === null) return;
+    const seconds = (Date.now() - this.#started) / 1000;
+    const rate = seconds > 0 ? `, ${formatSize(moved / seconds)}/s` : "";
+    process.stderr.write(`${this.#verb} ${formatSize(moved)} in ${formatDuration(seconds)}${rate}\n`);
+  }
+}
+
+/** A pass-through that counts the bytes going by. */
+function counter(count: (bytes: number) => void): Transform {
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      count(chunk.length);
+      done(null, chunk);
+    },
+  });
+}
+
+/** Runs `work` with a signal that Ctrl-C (or SIGTERM) aborts; a second Ctrl-C quits at once. */
+async function interruptible<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
+  const onSignal = () => controller.abort();
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+  try {
+    return await work(controller.signal);
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The task's record once finished, asked a few times (no long wait: for an interrupted command). */
+async function settledTask(client: XenApiClient, task: string, withinMs = 10_000): Promise<string | undefined> {
+  for (const deadline = Date.now() + withinMs; Date.now() < deadline; await sleep(200)) {
+    const status = await client.call(z.string(), "task.get_status", task).catch(() => undefined);
+    if (status !== undefined && status !== "pending" && status !== "cancelling") return status;
+  }
+  return undefined;
+}
+
+const failure = (task: TaskRecord) => `${task.status === "cancelled" ? "cancelled" : "failed"}: ${task.error_info.join(" ")}`;
+
+// ---- Import
+
+interface Source {
+  stream: Readable;
+  /** Bytes in all, when known: sent as Content-Length. */
+  size: number | null;
+}
+
+/** FILE, DIR (a legacy package), http(s) URL, or "-" for stdin. */
+async function openSource(given: string): Promise<Source> {
+  if (given === "-") return { stream: process.stdin, size: null };
+  if (/^https?:\/\//i.test(given)) {
+    // identity: a Content-Encoding would make Content-Length lie about the bytes we forward.
+    const response = await get(new URL(given), { "accept-encoding": "identity" });
+    if (response.statusCode !== 200) {
+      response.resume();
+      throw new Error(`${given}: HTTP ${response.statusCode} ${response.statusMessage ?? ""}`.trimEnd());
+    }
+    const length = response.headers["content-length"];
+    return { stream: response, size: length !== undefined && /^\d+$/.test(length) ? Number(length) : null };
+  }
+  const info = await stat(given);
+  if (info.isDirectory()) {
+    await stat(join(given, "ova.xml")).catch(() => {
+      throw new Error(`${given} is a directory without ova.xml: not a legacy package`);
+    });
+    return { stream: packLegacyDirectory(given), size: null };
+  }
+  return { stream: createReadStream(given, { highWaterMark: 1024 * 1024 }), size: info.size };
+}
+
+/**
+ * PUTs an archive to `path` (/import or /import_metadata) and follows its task to the end. An empty PUT first
+ * finds where to send it (the toolstack answers a redirect or refusal before anything is read), so the source
+ * is opened only once the toolstack takes it. Answers the finished task; null when interrupted (task cancelled).
+ */
+async function putArchive(client: XenApiClient, path: string, query: Record<string, string | undefined>, given: string): Promise<TaskRecord | null> {
+  let url = endpoint(client, path, query);
+  for (let hop = 0; ; hop++) {
+    const probe = send(url, "PUT", { "content-length": 0 });
+    probe.end();
+    const response = await responseTo(probe);
+    if (isRedirect(response) && hop < 5) {
+      response.resume();
+      url = new URL(response.headers.location!, url);
+      continue;
+    }
+    if (response.statusCode !== 200) throw await refused("the import", response);
+    response.resume();
+    break;
+  }
+  const source = await openSource(given);
+  let sourceError: Error | undefined;
+  source.stream.once("error", (error) => (sourceError ??= error));
+  const headers: OutgoingHttpHeaders = { "content-type": "application/octet-stream" };
+  if (source.size !== null) headers["content-length"] = source.size;
+  const request = send(url, "PUT", headers);
+  const progress = new TransferProgress("sent", source.size);
+  const upload = pipeline(source.stream, counter((n) => (progress.bytes += n)), request).catch((error: unknown) => error as Error);
+  return interruptible(async (signal) => {
+    let task: string | undefined;
+    const stopUpload = () => {
+      source.stream.destroy();
+      request.destroy();
+    };
+    signal.addEventListener("abort", () => {
+      // The task first: a cut upload alone would read as a truncated archive, not a cancel.
+      void (task === undefined ? Promise.resolve() : client.call(z.unknown(), "task.cancel", task).catch(() => undefined)).then(stopUpload);
+    });
+    let stopFollowing = () => {};
+    try {
+      // An upload that fails before the answer is the error; one that ends first just waits for it.
+      const response = await Promise.race([responseTo(request), upload.then((error) => (error === undefined ? new Promise<never>(() => {}) : Promise.reject(error)))]);
+      if (response.statusCode !== 200) {
+        stopUpload();
+        throw await refused("the import", response);
+      }
+      task = z.string().parse(response.headers["task-id"]);
+      if (signal.aborted) await client.call(z.unknown(), "task.cancel", task).catch(() => undefined);
+      stopFollowing = followProgress(client, task, (fraction) => (progress.task = fraction));
+      // The response ends once the import has: its outcome is then the task's.
+      const ended = new Promise<void>((resolve) => response.once("close", resolve));
+      response.resume();
+      await Promise.race([ended, new Promise((resolve) => signal.addEventListener("abort", resolve))]);
+      await upload;
+      stopFollowing();
+      progress.stop(signal.aborted ? null : progress.bytes);
+      if (signal.aborted) {
+        const status = await settledTask(client, task);
+        process.stderr.write(`interrupted: the import's task ${status === undefined ? "was asked to cancel" : `ended ${status}`}\n`);
+        return null;
+      }
+      const record = await client.waitTask(task);
+      if (record.status !== "success" && sourceError !== undefined) process.stderr.write(`reading ${given}: ${sourceError.message}\n`);
+      return record;
+    } catch (error) {
+      stopFollowing();
+      progress.stop(null);
+      if (signal.aborted) {
+        process.stderr.write("interrupted: the import was stopped before it began\n");
+        return null;
+      }
+      if (sourceError !== undefined) throw new Error(`reading ${given}: ${sourceError.message}`, { cause: error });
+      throw error;
+    }
+  });
+}
+
+/** The VMs a finished import made, as "uuid  name" lines on stdout. */
+async function printVms(client: XenApiClient, task: TaskRecord): Promise<number> {
+  const refs = z.array(z.string()).parse(taskResult(task) ?? []);
+  for (const ref of refs) {
+    const vm = await client.call(z.looseObject({ uuid: z.string(), name_label: z.string() }), "VM.get_record", ref);
+    process.stdout.write(`${vm.uuid}  ${vm.name_label}\n`);
+  }
+  return 0;
+}
+
+/** Exit code of an import: 0 with the new VMs printed, 1 with the task's error, INTERRUPTED. */
+async function importOutcome(client: XenApiClient, task: TaskRecord | null, done: (task: TaskRecord) => Promise<number>): Promise<number> {
+  if (task === null) return INTERRUPTED;
+  if (task.status === "success") return done(task);
+  process.stderr.write(`import ${failure(task)}\n`);
+  return 1;
+}
+
+const vmImport: Command = {
+  summary: "import a VM from an XVA file, a legacy package directory or a URL",
+  help: `Usage: hangar vm-import FILE|DIR|URL|- [--sr SR] [--force] [--restore]
+
+Imports a VM: FILE is an XVA (plain, .gz or .zst: the toolstack detects which) or a legacy package as a
+tar; DIR a legacy package directory (ova.xml and its disks' chunk directories); URL an http(s):// address
+whose body is streamed through as it arrives; "-" reads stdin. On success prints the new VM's uuid and
+name; on failure the task's error, and exits 1. Ctrl-C cancels the import (its task) and exits 130.
+Progress goes to stderr: a bar on a terminal, otherwise a line per 10% or 10 s.
+
+Options:
+  --sr SR      the SR for the disks (uuid or name; default: the pool's default SR)
+  --force      import even when block checksums do not match
+  --restore    keep the exported VM's uuid and MACs, replacing a halted VM of that uuid
+
+${CONNECTION_HELP}`,
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, { ...CONNECTION_OPTIONS, sr: { type: "string" }, force: { type: "boolean" }, restore: { type: "boolean" } });
+    if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? "needs FILE, DIR or URL" : `unexpected argument "${positionals[1]}"`);
+    return withClient(values, async (client) => {
+      const sr = values.sr === undefined ? undefined : await resolve(client, "SR", values.sr);
+      const task = await putArchive(client, "import", { sr_id: sr, force: values.force ? "true" : undefined, restore: values.restore ? "true" : undefined }, positionals[0]!);
+      return importOutcome(client, task, (done) => printVms(client, done));
+    });
+  },
+};
+
+const MAP_VDI = /^([^=]+)=([^=]+)$/;
+
+const vmImportMetadata: Command = {
+  summary: "import a VM's metadata (from vm-export-metadata), linking existing disks",
+  help: `Usage: hangar vm-import-metadata FILE|- [--restore] [--force] [--dry-run] [--map-vdi SRC=DST ...]
+
+Imports the VM described by FILE (a metadata export): its disks are the VDIs already here with the uuids
+the file names, or those --map-vdi gives. Prints the new VM's uuid and name; exits 1 with the task's
+error when it fails.
+
+Options:
+  --restore          keep the VM's uuid and MACs, replacing a halted VM of that uuid
+  --force            import even if something does not match
+  --dry-run          check only: nothing is made
+  --map-vdi SRC=DST  the disk with uuid SRC in the file is the VDI with uuid DST here (repeatable)
+
+${CONNECTION_HELP}`,
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, {
+      ...CONNECTION_OPTIONS,
+      restore: { type: "boolean" },
+      force: { type: "boolean" },
+      "dry-run": { type: "boolean" },
+      "map-vdi": { type: "string", multiple: true },
+    });
+    if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? "needs FILE" : `unexpected argument "${positionals[1]}"`);
+    const query: Record<string, string | undefined> = { restore: values.restore ? "true" : undefined, force: values.force ? "true" : undefined, dry_run: values["dry-run"] ? "true" : undefined };
+    for (const mapping of values["map-vdi"] ?? []) {
+      const match = MAP_VDI.exec(mapping);
+      if (match === null) throw new UsageError(`--map-vdi takes SRC=DST (two VDI uuids), not "${mapping}"`);
+      query[`vdi:${match[1]}`] = match[2];
+    }
+    return withClient(values, async (client) => {
+      const task = await putArchive(client, "import_metadata", query, positionals[0]!);
+      return importOutcome(client, task, async (done) => {
+        if (!values["dry-run"]) return printVms(client, done);
+        process.stderr.write("dry run: the metadata imports cleanly (nothing was made)\n");
+        return 0;
+      });
+    });
+  },
+};
+
+// ---- Export
+
+/** What FILE.part.json records: enough to ask for the rest of the same export. */
+const zSidecar = z.object({
+  version: z.literal(1),
+  vm: z.string(),
+  compression: z.enum(["gzip", "zstd"]).nullable(),
+  etag: z.string(),
+  /** Bytes of FILE.part known on disk (synced) at the last checkpoint. */
+  bytes: z.number().int().nonnegative(),
+  /** The boot the writer ran in: within it, the page cache makes the whole .part good, not only `bytes`. */
+  boot: z.string(),
+});
+type Sidecar = z.infer<typeof zSidecar>;
+
+/** How often a checkpoint syncs FILE.part and records its size. */
+const CHECKPOINT_MS = 5_000;
+
+async function bootId(): Promise<string> {
+  return (await readFile("/proc/sys/kernel/random/boot_id", "utf8").catch(() => "")).trim();
+}
+
+/** Replaces the sidecar atomically (a crash leaves the old one or the new, never half). */
+async function writeSidecar(path: string, sidecar: Sidecar): Promise<void> {
+  const temp = `${path}.tmp`;
+  const handle = await open(temp, "w");
+  try {
+    await handle.writeFile(`${JSON.stringify(sidecar)}\n`);
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temp, path);
+}
+
+async function readSidecar(path: string): Promise<Sidecar | undefined> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+  const parsed = zSidecar.safeParse(JSON.parse(text));
+  if (!parsed.success) throw new Error(`${path} is not an export's sidecar: ${parsed.error.issues[0]?.message ?? ""}`);
+  return parsed.data;
+}
+
+async function syncDir(path: string): Promise<void> {
+  const handle = await open(dirname(path), "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Writes at `position` on, syncing and calling `checkpoint(end)` every CHECKPOINT_MS; `position` is where it got. */
+class PartWriter extends Writable {
+  position: number;
+  readonly #handle: FileHandle;
+  readonly #checkpoint: (end: number) => Promise<void>;
+  #last = Date.now();
+  /** The write in flight: a destroy (Ctrl-C) and sync wait for it, so nothing lands after the checkpoint. */
+  #pending: Promise<void> = Promise.resolve();
+
+  constructor(handle: FileHandle, position: number, checkpoint: (end: number) => Promise<void>) {
+    super({ highWaterMark: 1024 * 1024 });
+    this.#handle = handle;
+    this.position = position;
+    this.#checkpoint = checkpoint;
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
+    this.#pending = this.#put(chunk);
+    this.#pending.then(() => done(), done);
+  }
+
+  override _destroy(error: Error | null, done: (error?: Error | null) => void): void {
+    this.#pending.then(() => done(error), () => done(error));
+  }
+
+  async #put(chunk: Buffer): Promise<void> {
+    for (let at = 0; at < chunk.length; ) {
+      const { bytesWritten } = await this.#handle.write(chunk, at, chunk.length - at, this.position);
+      at += bytesWritten;
+      this.position += bytesWritten;
+    }
+    if (Date.now() - this.#last >= CHECKPOINT_MS) {
+      await this.sync();
+      this.#last = Date.now();
+    }
+  }
+
+  /** Makes what is written durable and records it. */
+  async sync(): Promise<void> {
+    await this.#pending.catch(() => undefined);
+    await this.#handle.datasync();
+    await this.#checkpoint(this.position);
+  }
+}
+
+interface ExportRequest {
+  vm: string;
+  compression: "gzip" | "zstd" | null;
+  resumeFrom?: { offset: number; etag: string };
+}
+
+/** GET /export (or /export_metadata); a 412 of a resume answers "changed". */
+async function startExport(client: XenApiClient, path: string, request: ExportRequest): Promise<IncomingMessage | "changed"> {
+  const query = { uuid: request.vm, use_compression: request.compression ?? undefined, offset: request.resumeFrom?.offset.toString(), etag: request.resumeFrom?.etag };
+  const response = await get(endpoint(client, path, query));
+  if (response.statusCode === 412 && request.resumeFrom !== undefined) {
+    response.resume();
+    return "changed";
+  }
+  if (response.statusCode !== 200) throw await refused("the export", response);
+  if (request.resumeFrom !== undefined && response.headers["x-hangar-offset"] !== String(request.resumeFrom.offset)) {
+    response.destroy();
+    throw new Error(`the toolstack did not resume at byte ${request.resumeFrom.offset} (x-hangar-offset: ${String(response.headers["x-hangar-offset"] ?? "none")}): run again without --resume`);
+  }
+  return response;
+}
+
+/**
+ * Streams an export's body into `sink` and follows its task. Answers the finished task, or null when
+ * interrupted (the toolstack cancels the export when we hang up).
+ */
+async function receive(client: XenApiClient, response: IncomingMessage, sink: Writable, progress: TransferProgress, signal: AbortSignal, end = true): Promise<TaskRecord | null> {
+  const task = z.string().parse(response.headers["task-id"]);
+  const stopFollowing = followProgress(client, task, (fraction) => (progress.task = fraction));
+  let streamError: unknown;
+  try {
+    await pipeline(response, counter((n) => (progress.bytes += n)), sink, { signal, end });
+  } catch (error) {
+    streamError = error;
+  } finally {
+    stopFollowing();
+  }
+  if (signal.aborted) {
+    progress.stop(null);
+    return null;
+  }
+  const record = await client.waitTask(task);
+  progress.stop(record.status === "success" ? undefined : null);
+  if (record.status === "success" && streamError !== undefined) throw new Error(`receiving the export: ${(streamError as Error).message}`);
+  return record;
+}
+
+async function resolveVm(client: XenApiClient, given: string): Promise<string> {
+  return client.call(z.string(), "VM.get_uuid", await resolve(client, "VM", given));
+}
+
+/** An export (whole or metadata) to stdout. */
+async function exportToStdout(client: XenApiClient, path: string, request: ExportRequest): Promise<number> {
+  const response = await startExport(client, path, request);
+  if (response === "changed") throw new Error("unexpected 412");
+  const progress = new TransferProgress("received", null);
+  const task = await interruptible((signal) => receive(client, response, process.stdout, progress, signal, false));
+  if (task === null) return INTERRUPTED;
+  if (task.status === "success") return 0;
+  process.stderr.write(`export ${failure(task)}\n`);
+  return 1;
+}
+
+/** Where an interrupted export left off: the good bytes of FILE.part and its sidecar, or undefined to start over. */
+async function resumePoint(part: string, sidecarPath: string, vm: string, compression: string | undefined): Promise<Sidecar | undefined> {
+  const sidecar = await readSidecar(sidecarPath);
+  const size = await stat(part).then((info) => info.size, () => undefined);
+  if (sidecar === undefined || size === undefined) {
+    process.stderr.write(`nothing to resume (${sidecar === undefined ? sidecarPath : part} is missing): exporting from the start\n`);
+    return undefined;
+  }
+  if (sidecar.vm !== vm) throw new Error(`${part} is an export of VM ${sidecar.vm}, not of ${vm}: remove it or export to another FILE`);
+  if (compression !== undefined && compression !== (sidecar.compression ?? "none")) throw new UsageError(`${part} was exported with --compress ${sidecar.compression ?? "(none)"}: resume it with that`);
+  // Within the writer's boot everything in the file was written (the page cache has it): sync it and keep it.
+  // After a reboot only the synced checkpoint is sure.
+  const handle = await open(part, "r+");
+  try {
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+  const boot = await bootId();
+  const good = boot !== "" && boot === sidecar.boot ? size : Math.min(size, sidecar.bytes);
+  if (good < size) await truncate(part, good);
+  return { ...sidecar, bytes: good };
+}
+
+/** An export to FILE by way of FILE.part and its sidecar; renamed when the task succeeded. */
+async function exportToFile(client: XenApiClient, request: ExportRequest, file: string, resume: boolean, compressOption: string | undefined): Promise<number> {
+  const part = `${file}.part`;
+  const sidecarPath = `${part}.json`;
+  const from = resume ? await resumePoint(part, sidecarPath, request.vm, compressOption) : undefined;
+  if (from !== undefined) request = { ...request, compression: from.compression, resumeFrom: from.bytes > 0 ? { offset: from.bytes, etag: from.etag } : undefined };
+  let response = await startExport(client, "export", request);
+  if (response === "changed") {
+    process.stderr.write(`the VM changed since ${part} was begun (HTTP 412): exporting it again from the start\n`);
+    request = { ...request, resumeFrom: undefined };
+    response = await startExport(client, "export", request);
+    if (response === "changed") throw new Error("unexpected 412");
+  }
+  const offset = request.resumeFrom?.offset ?? 0;
+  if (offset > 0) process.stderr.write(`resuming ${part} at byte ${offset} (${formatSize(offset)})\n`);
+  const sidecar: Sidecar = { version: 1, vm: request.vm, compression: request.compression, etag: z.string().parse(response.headers.etag), bytes: offset, boot: await bootId() };
+  await writeSidecar(sidecarPath, sidecar);
+  const handle = await open(part, offset > 0 ? "r+" : "w");
+  const writer = new PartWriter(handle, offset, (bytes) => writeSidecar(sidecarPath, { ...sidecar, bytes }));
+  const progress = new TransferProgress("received", null, offset);
+  let task: TaskRecord | null;
+  try {
+    task = await interruptible((signal) => receive(client, response, writer, progress, signal));
+    await writer.sync();
+  } finally {
+    await handle.close();
+  }
+  if (task === null) {
+    process.stderr.write(`interrupted: ${part} keeps ${formatSize(writer.position)}; "hangar vm-export ${request.vm} ${file} --resume" continues it\n`);
+    return INTERRUPTED;
+  }
+  if (task.status !== "success") {
+    process.stderr.write(`export ${failure(task)}\n${part} keeps ${formatSize(writer.position)} (--resume may continue it)\n`);
+    return 1;
+  }
+  await rename(part, file);
+  await syncDir(file);
+  await rm(sidecarPath, { force: true });
+  process.stderr.write(`exported to ${file}\n`);
+  return 0;
+}
+
+const COMPRESSIONS = ["gzip", "zstd"] as const;
+
+const vmExport: Command = {
+  summary: "export a VM to an XVA file (resumable), or to stdout",
+  help: `Usage: hangar vm-export VM FILE|- [--compress gzip|zstd] [--resume]
+
+Exports VM (uuid, name or OpaqueRef) as an XVA archive. The data goes to FILE.part, with FILE.part.json
+beside it recording the export (VM, compression, etag, bytes safely written); FILE.part becomes FILE once
+the export's task succeeded. An interrupted export (Ctrl-C, a lost connection, a crash) keeps both, and
+--resume asks the toolstack for the rest of the same export; if the VM changed since, it starts over. "-"
+writes to stdout (no resume). Progress goes to stderr: a bar on a terminal, otherwise a line every 10 s.
+
+Options:
+  --compress gzip|zstd  compress the archive (importers detect it)
+  --resume              continue FILE.part from where it stopped
+
+${CONNECTION_HELP}`,
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, { ...CONNECTION_OPTIONS, compress: { type: "string" }, resume: { type: "boolean" } });
+    if (positionals.length !== 2) throw new UsageError(positionals.length < 2 ? "needs VM and FILE" : `unexpected argument "${positionals[2]}"`);
+    const compress = values.compress;
+    if (compress !== undefined && !(COMPRESSIONS as readonly string[]).includes(compress)) throw new UsageError(`--compress takes gzip or zstd, not "${compress}"`);
+    const [vmGiven, file] = positionals as [string, string];
+    if (file === "-" && values.resume) throw new UsageError("--resume needs a FILE, not stdout");
+    return withClient(values, async (client) => {
+      const request: ExportRequest = { vm: await resolveVm(client, vmGiven), compression: (compress as (typeof COMPRESSIONS)[number] | undefined) ?? null };
+      if (file === "-") return exportToStdout(client, "export", request);
+      return exportToFile(client, request, file, values.resume ?? false, compress);
+    });
+  },
+};
+
+const vmExportMetadata: Command = {
+  summary: "export a VM's metadata (no disk data) to a file, or to stdout",
+  help: `Usage: hangar vm-export-metadata VM FILE|-
+
+Writes VM's metadata (a tar holding ova.xml: the VM, its disks' and networks' records, no data) to FILE,
+or to stdout for "-". vm-import-metadata makes a VM of it again.
+
+${CONNECTION_HELP}`,
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, CONNECTION_OPTIONS);
+    if (positionals.length !== 2) throw new UsageError(positionals.length < 2 ? "needs VM and FILE" : `unexpected argument "${positionals[2]}"`);
+    const [vmGiven, file] = positionals as [string, string];
+    return withClient(values, async (client) => {
+      const request: ExportRequest = { vm: await resolveVm(client, vmGiven), compression: null };
+      if (file === "-") return exportToStdout(client, "export_metadata", request);
+      const response = await startExport(client, "export_metadata", request);
+      if (response === "changed") throw new Error("unexpected 412");
+      const temp = `${file}.part`;
+      const handle = await open(temp, "w");
+      const writer = new PartWriter(handle, 0, async () => {});
+      let task: TaskRecord | null;
+      try {
+        task = await interruptible((signal) => receive(client, response, writer, new TransferProgress("received", null), signal));
+        await writer.sync();
+      } finally {
+        await handle.close();
+      }
+      if (task?.status === "success") {
+        await rename(temp, file);
+        return 0;
+      }
+      await rm(temp, { force: true });
+      if (task === null) return INTERRUPTED;
+      process.stderr.write(`export ${failure(task)}\n`);
+      return 1;
+    });
+  },
+};
+
+export const vmTransferCommands: Record<string, Command> = {
+  "vm-import": vmImport,
+  "vm-export": vmExport,
+  "vm-export-metadata": vmExportMetadata,
+  "vm-import-metadata": vmImportMetadata,
+};
