@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the tests drive for real (browser, NBD peers, python3 for fixture plugins and SCM_RIGHTS).
 declare -A wanted=([chromium]=chromium [qemu-img]=qemu-utils [qemu-nbd]=qemu-utils [nbdkit]=nbdkit \
-  [nbdinfo]=libnbd-bin [nbdcopy]=libnbd-bin [python3]=python3 [xxhsum]=xxhash)
+  [nbdinfo]=libnbd-bin [nbdcopy]=libnbd-bin [python3]=python3 [xxhsum]=xxhash \
+  [xva-img]=xva-img [pigz]=pigz [zstd]=zstd)
 missing=()
 for tool in "${!wanted[@]}"; do command -v "$tool" >/dev/null || missing+=("${wanted[$tool]}"); done
 if ((${#missing[@]})); then

@@ -230,6 +230,11 @@ export class NbdClient {
     return (this.flags & FLAG_CAN_MULTI_CONN) !== 0;
   }
 
+  /** Whether the server takes FLUSH (one without it writes through). */
+  get canFlush(): boolean {
+    return (this.flags & FLAG_SEND_FLUSH) !== 0;
+  }
+
   /** Whether blockStatus reports real allocation (base:allocation negotiated). */
   get hasBlockStatus(): boolean {
     return this.#baseAllocationId !== null;

@@ -274,7 +274,7 @@ export async function recoverDataTask(ts: Toolstack, ref: string, record: XenRec
   // A cancel asked for before the restart is asked again of the new run: pending, then task.cancel.
   const cancelling = record.status === "cancelling";
   if (cancelling) await ts.objects.set("task", ref, { status: "pending" });
-  ts.tasks.run(ref, async (control) => {
+  void ts.tasks.run(ref, async (control) => {
     let result: string | undefined;
     // An operation the plugin no longer knows fails in Data.stat: the task then fails with that reason.
     await seeThrough(ts, control, state, async () => {}, async () => {

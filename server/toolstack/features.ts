@@ -11,6 +11,7 @@ import { vifCalls } from "./calls/vif.ts";
 import { vmCalls } from "./calls/vm.ts";
 import { DATA_TASK_KIND, recoverDataTask } from "./data-tasks.ts";
 import type { Feature, Toolstack } from "./toolstack.ts";
+import { VM_TRANSFER_FEATURE } from "./vm-transfer/routes.ts";
 
 /** Registers classes whose records are stored whole for event.from. */
 function registerStored(ts: Toolstack, ...classes: string[]): void {
@@ -44,4 +45,5 @@ export const TOOLSTACK_FEATURES: Feature[] = [
     },
   },
   { calls: [...vmCalls, ...vbdCalls, ...vifCalls], start: async (ts) => registerStored(ts, "VM", "VBD", "VIF") },
+  VM_TRANSFER_FEATURE,
 ];

@@ -79,7 +79,7 @@ export class ObjectStore {
     const write = async (tx: Queryable) => {
       const current = await this.get(cls, ref, tx);
       const record = change(current.record);
-      await tx.run("UPDATE objects SET name_label = ?, record = ? WHERE ref = ?", [String(record.name_label ?? ""), JSON.stringify(record), ref]);
+      await tx.run("UPDATE objects SET uuid = ?, name_label = ?, record = ? WHERE ref = ?", [String(record.uuid), String(record.name_label ?? ""), JSON.stringify(record), ref]);
       await this.#events.append(tx, cls, ref, "mod", record);
       return record;
     };

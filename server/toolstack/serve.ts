@@ -66,7 +66,8 @@ function listen(server: Server, port: number, address?: string): Promise<number>
 export async function serveToolstack(options: ServeOptions): Promise<RunningToolstack> {
   const ts = await openToolstack(options, options.features ?? []);
   try {
-    const handler = createHandler(ts, options);
+    const routes = Object.assign({}, ...(options.features ?? []).map((feature) => feature.routes ?? {}), options.routes);
+    const handler = createHandler(ts, { ...options, routes });
     const http = createHttpServer(handler);
     // event.from holds a request up to a minute; the defaults would cut it.
     http.requestTimeout = 0;

@@ -63,8 +63,8 @@ export class Tasks {
     return (await this.#objects.create("task", record)).ref;
   }
 
-  /** Runs `work` for a pending task in the background; its outcome becomes the task's. */
-  run(ref: string, work: TaskWork): void {
+  /** Runs `work` for a pending task in the background; its outcome becomes the task's (settled: once recorded). */
+  run(ref: string, work: TaskWork): Promise<void> {
     const controller = new AbortController();
     this.#running.set(ref, controller);
     const control: TaskControl = {
@@ -75,7 +75,7 @@ export class Tasks {
         await this.#objects.update("task", ref, (r) => ({ ...r, other_config: { ...(r.other_config as Record<string, string>), [key]: value } }));
       },
     };
-    void (async () => {
+    return (async () => {
       try {
         const result = await work(control);
         if (controller.signal.aborted) throw xenErrors.taskCancelled(ref);
@@ -95,7 +95,7 @@ export class Tasks {
   /** Creates a task and runs `work` in it; answers the task's ref at once. */
   async start(name_label: string, work: TaskWork, other_config?: Record<string, string>): Promise<string> {
     const ref = await this.create({ name_label, other_config });
-    this.run(ref, work);
+    void this.run(ref, work);
     return ref;
   }
 

@@ -11,6 +11,7 @@ import type { Database } from "./db/database.ts";
 import { migrate } from "./db/migrations.ts";
 import { openSqlite } from "./db/sqlite.ts";
 import { EventLog } from "./events.ts";
+import type { Route } from "./http.ts";
 import { ObjectStore } from "./objects.ts";
 import { Sessions } from "./sessions.ts";
 import { Storage } from "./storage.ts";
@@ -53,6 +54,8 @@ export interface Toolstack {
 
 export interface Feature {
   calls: MethodDef[];
+  /** HTTP resources beside the API, by path without a trailing slash (e.g. "/import"). */
+  routes?: Record<string, Route>;
   /** Registers event classes, task recoveries; runs after the pool and host exist. */
   start?: StartupStep;
 }

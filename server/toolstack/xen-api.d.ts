@@ -1,4 +1,4 @@
-// The part of Xen Orchestra's `xen-api` client (a devDependency without types) that the toolstack's client
+// The parts of Xen Orchestra's `xen-api` client and `@xen-orchestra/xva` writer (devDependencies without types)
 // tests use.
 declare module "xen-api" {
   export interface XapiOptions {
@@ -37,7 +37,31 @@ declare module "xen-api" {
     getRecord(type: string, ref: string): Promise<XapiObject>;
     watchTask<T = unknown>(ref: string): Promise<T>;
     getObjectByRef(ref: string, defaultValue?: unknown): XapiObject | undefined;
+    /** PUT of a body to a host path (e.g. "/import/"), in a task it creates; answers the task's result. */
+    putResource(body: import("node:stream").Readable | Buffer | string, pathname: string, options?: { query?: Record<string, string>; task?: string | boolean }): Promise<unknown>;
+    /** GET of a host path (e.g. "/export/"); answers the response (undici), its body a stream. */
+    getResource(pathname: string, options?: { query?: Record<string, string>; task?: string | boolean }): Promise<{ statusCode: number; body: AsyncIterable<Uint8Array> }>;
   }
 
   export function createClient(options: XapiOptions): Xapi;
+}
+
+// Xen Orchestra's XVA writer (a devDependency without types): builds an XVA of a VM and PUTs it to /import.
+declare module "@xen-orchestra/xva/importVm.mjs" {
+  export interface XoVhd {
+    rawContent(): Promise<import("node:stream").Readable>;
+    footer: { currentSize: number };
+  }
+  export interface XoVm {
+    name_label: string;
+    memory: number;
+    nCpus: number;
+    firmware: string;
+    vdis: Array<{ name_label: string; name_description: string; virtual_size: number }>;
+    vhds: XoVhd[];
+    networks?: Array<Record<string, unknown>>;
+    [field: string]: unknown;
+  }
+  /** Answers the imported VM's ref. */
+  export function importVm(vm: XoVm, xapi: import("xen-api").Xapi, sr: Record<string, unknown> & { $ref: string }, network?: Record<string, unknown> & { $ref: string }): Promise<string>;
 }

@@ -10,7 +10,7 @@ import { zBool, zRef, zString, zStringMap } from "../xenapi/params.ts";
 import { NULL_REF } from "../xenapi/values.ts";
 import { objectGetters } from "./getters.ts";
 
-const VBD_CREATE: FieldSpec = {
+export const VBD_CREATE: FieldSpec = {
   VM: [zRef],
   VDI: [zRef, NULL_REF],
   device: [zString, ""],

@@ -139,6 +139,27 @@ const VDI_CREATE: FieldSpec = {
   sm_config: [zStringMap, {}],
 };
 
+/** VDI.create: a new volume with the record's fields kept on it; answers the VDI's ref and where it lives. */
+export async function createVdi(ts: Toolstack, args: Record<string, unknown>): Promise<{ ref: string; sr: AttachedSr; key: string }> {
+  const fields = parseCreateRecord(VDI_CREATE, args);
+  const type = String(fields.type);
+  if (!(VDI_TYPES as readonly string[]).includes(type)) throw objectErrors.valueNotSupported("type", type, `one of ${VDI_TYPES.join(", ")}`);
+  if (Number(fields.virtual_size) < 0) throw xenErrors.invalidValue("virtual_size", String(fields.virtual_size));
+  const sr = await attachedSr(ts, fields.SR === NULL_REF ? await defaultSr(ts) : String(fields.SR));
+  requireFeature(sr, "VDI_CREATE");
+  const volume = await sr.plugin.client.call("Volume.create", {
+    dbg: DBG,
+    sr: sr.uri,
+    name: String(fields.name_label),
+    description: String(fields.name_description),
+    size: Number(fields.virtual_size),
+    sharable: fields.sharable === true,
+  });
+  await setVolumeKeys(sr, volume.key, fieldKeys(fields), { undo: true });
+  await announceChanges(ts, sr.ref);
+  return { ref: await rememberVdi(ts, sr, volume), sr, key: volume.key };
+}
+
 /** A snapshot or clone: the new volume with the original's type and maps (and a snapshot's own keys). */
 async function derive(ts: Toolstack, ref: string, how: "snapshot" | "clone"): Promise<string> {
   const vdi = await locateVdi(ts, ref);
@@ -162,25 +183,7 @@ function checkRemote(remote: string): void {
 
 export const vdiCalls = [
   ...computedGetters("VDI", vdiSource, VDI_FIELDS),
-  method("VDI.create", [["args", zRecordArg]], async ({ ts }, args) => {
-    const fields = parseCreateRecord(VDI_CREATE, args);
-    const type = String(fields.type);
-    if (!(VDI_TYPES as readonly string[]).includes(type)) throw objectErrors.valueNotSupported("type", type, `one of ${VDI_TYPES.join(", ")}`);
-    if (Number(fields.virtual_size) < 0) throw xenErrors.invalidValue("virtual_size", String(fields.virtual_size));
-    const sr = await attachedSr(ts, fields.SR === NULL_REF ? await defaultSr(ts) : String(fields.SR));
-    requireFeature(sr, "VDI_CREATE");
-    const volume = await sr.plugin.client.call("Volume.create", {
-      dbg: DBG,
-      sr: sr.uri,
-      name: String(fields.name_label),
-      description: String(fields.name_description),
-      size: Number(fields.virtual_size),
-      sharable: fields.sharable === true,
-    });
-    await setVolumeKeys(sr, volume.key, fieldKeys(fields), { undo: true });
-    await announceChanges(ts, sr.ref);
-    return rememberVdi(ts, sr, volume);
-  }),
+  method("VDI.create", [["args", zRecordArg]], async ({ ts }, args) => (await createVdi(ts, args)).ref),
   method("VDI.destroy", [["self", zRef]], async ({ ts }, ref) => destroyVdi(ts, ref)),
   method("VDI.snapshot", [["vdi", zRef], ["driver_params", zStringMap]], ({ ts }, ref) => derive(ts, ref, "snapshot"), { optional: 1 }),
   method("VDI.clone", [["vdi", zRef], ["driver_params", zStringMap]], ({ ts }, ref) => derive(ts, ref, "clone"), { optional: 1 }),
@@ -278,3 +281,6 @@ export const vdiCalls = [
     await inTask(ts, task, "VDI.hangar_data_mirror", (control) => dataToRemote(ts, control, vdi, remote, "data-mirror").then(() => ""));
   }),
 ];
+
+/** The VDI of a uuid (UUID_INVALID when there is none). */
+export const vdiByUuid = (ts: Toolstack, uuid: string): Promise<string> => vdiSource.byUuid(ts, uuid);

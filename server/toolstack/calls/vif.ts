@@ -10,7 +10,7 @@ import { NULL_REF } from "../xenapi/values.ts";
 import { objectGetters } from "./getters.ts";
 import { chooseDevice } from "./vbd.ts";
 
-const VIF_CREATE: FieldSpec = {
+export const VIF_CREATE: FieldSpec = {
   device: [zString, "autodetect"],
   network: [zRef],
   VM: [zRef],

@@ -15,7 +15,7 @@ import { destroyVdi } from "./vdi.ts";
 const GiB = 1024 * 1024 * 1024;
 
 /** What VM.create takes (xapi's writable fields), with the defaults a record made without them gets. */
-const VM_CREATE: FieldSpec = {
+export const VM_CREATE: FieldSpec = {
   name_label: [zString, ""],
   name_description: [zString, ""],
   user_version: [zInt, 1],
@@ -70,10 +70,13 @@ const VM_CREATE: FieldSpec = {
   bios_strings: [zStringMap, {}],
 };
 
+/** What a halted VM allows. */
+export const HALTED_VM_OPERATIONS = ["destroy", "export", "changing_memory_limits", "changing_static_range", "changing_VCPUs", "metadata_export"] as const;
+
 /** The fields the toolstack keeps itself: what a halted VM that never ran has. */
 function systemFields(): XenRecord {
   return {
-    allowed_operations: ["destroy", "export", "changing_memory_limits", "changing_static_range", "changing_VCPUs", "metadata_export"],
+    allowed_operations: [...HALTED_VM_OPERATIONS],
     current_operations: {},
     power_state: "Halted",
     is_default_template: false,
@@ -149,7 +152,7 @@ async function changeLimits(ts: Toolstack, ref: string, fields: XenRecord, check
 const MEMORY_FIELDS = ["memory_static_max", "memory_dynamic_max", "memory_dynamic_min", "memory_static_min"] as const;
 
 /** Removes a VM with its VBDs and VIFs in one transaction; answers the VDIs of its disks (not CDs). */
-async function destroyVm(ts: Toolstack, ref: string): Promise<string[]> {
+export async function destroyVm(ts: Toolstack, ref: string): Promise<string[]> {
   const vdis = await ts.db.transaction(async (tx) => {
     const vm = await ts.objects.get("VM", ref, tx);
     const used: Array<{ vdi: string; disk: boolean }> = [];

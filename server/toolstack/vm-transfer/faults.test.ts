@@ -1,0 +1,99 @@
+// Faults around /import and /export: `hangar serve` killed with SIGKILL in the middle of an import (the next
+// start fails the task and removes its partial VM and volumes), and ten imports and exports at once.
+import assert from "node:assert/strict";
+import { request } from "node:http";
+import { rm } from "node:fs/promises";
+import { PassThrough, Readable } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { after, before, describe, test } from "node:test";
+import { decompressing } from "../../xva/compression.ts";
+import { openXva } from "../../xva/reader.ts";
+import { startTestToolstack, type TestToolstack, XenApiClient } from "../storage-testing.ts";
+import { startServeProcess, tempDataDir } from "../testing.ts";
+import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
+import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "./testing.ts";
+
+describe("hangar serve killed mid-import", () => {
+  test("after the restart the task is failed and its partial VM and volumes are gone", async () => {
+    const dataDir = await tempDataDir();
+    let service = await startServeProcess(dataDir);
+    try {
+      let client = await XenApiClient.login(service.url.replace(/\/$/, ""));
+      const count = async (c: XenApiClient, cls: string) => (await c.call<string[]>(`${cls}.get_all`)).length;
+      const vdisBefore = await count(client, "VDI");
+      const vmsBefore = await count(client, "VM");
+      const blocks = new Map<number, Buffer>();
+      for (let i = 0; i < 32; i++) blocks.set(i, patternBlock(100 + i));
+      const archive = await collect(testXva({ name: "killed", disks: [{ size: 32 * MiB, blocks }] }));
+      // Half the archive goes out, then the body stalls: the import is under way, not finished.
+      const body = new PassThrough();
+      const put = request(`${service.url}import?session_id=${client.session}`, { method: "PUT", headers: { "content-length": String(archive.length) } });
+      put.on("error", () => undefined);
+      const headers = new Promise<string>((resolve) => put.on("response", (response) => resolve(String(response.headers["task-id"]))));
+      body.pipe(put);
+      body.write(archive.subarray(0, archive.length / 2));
+      const task = await headers;
+      for (const deadline = Date.now() + 30_000; ; await sleep(100)) {
+        const state = (await client.call<Record<string, string>>("task.get_other_config", task))["hangar:vm-transfer"];
+        if (state !== undefined && JSON.parse(state).vms.length > 0) break;
+        assert.ok(Date.now() < deadline, "the import made its VM");
+      }
+      assert.equal(await count(client, "VM"), vmsBefore + 1);
+      process.kill(service.pid, "SIGKILL");
+      await sleep(200);
+      service = await startServeProcess(dataDir);
+      client = await XenApiClient.login(service.url.replace(/\/$/, ""));
+      const record = await client.call<Record<string, unknown>>("task.get_record", task);
+      assert.equal(record.status, "failure");
+      assert.equal((record.error_info as string[])[0], "TASK_INTERRUPTED");
+      assert.match((record.error_info as string[])[2]!, /import/);
+      assert.equal(await count(client, "VM"), vmsBefore);
+      assert.equal(await count(client, "VDI"), vdisBefore);
+      assert.equal(await count(client, "VBD"), 0);
+    } finally {
+      await service.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("concurrency", () => {
+  let host: TestToolstack;
+  before(async () => (host = await startTestToolstack()));
+  after(async () => host.stop());
+
+  test("ten imports and exports at once complete with correct bytes", async () => {
+    const base = host.client.url;
+    const session = host.client.session;
+    const disks: TestDisk[] = Array.from({ length: 5 }, (_, n) => ({ size: 12 * MiB, blocks: new Map([[0, patternBlock(200 + n)], [6, patternBlock(300 + n)], [11, patternBlock(400 + n)]]) }));
+    const waitVm = async (task: string) => {
+      const record = await host.client.waitTask(task);
+      assert.equal(record.status, "success", JSON.stringify(record.error_info));
+      return (parseXmlRpcValue(String(record.result)) as string[])[0]!;
+    };
+    const importOne = async (disk: TestDisk, n: number) => {
+      const answer = await http(`${base}/import?session_id=${session}`, { method: "PUT", body: testXva({ name: `parallel ${n}`, disks: [disk] }) });
+      return waitVm(String(answer.headers["task-id"]));
+    };
+    // Five VMs to export, imported first; then five more imports run beside their five exports.
+    const sources = await Promise.all(disks.map(importOne));
+    const [exports, imports] = await Promise.all([
+      Promise.all(sources.map((vm) => http(`${base}/export?session_id=${session}&ref=${vm}&use_compression=${["false", "gzip", "zstd"][sources.indexOf(vm) % 3]}`))),
+      Promise.all(disks.map((disk, n) => importOne(disk, n + 5))),
+    ]);
+    const diskOf = async (vm: string) => {
+      for (const vbd of await host.client.call<string[]>("VM.get_VBDs", vm)) if ((await host.client.call("VBD.get_type", vbd)) === "Disk") return host.client.call<string>("VBD.get_VDI", vbd);
+      throw new Error("no disk");
+    };
+    for (const [n, vm] of imports.entries()) assert.ok((await readVdi(host.service.ts, await diskOf(vm), disks[n]!)).equals(diskBytes(disks[n]!)), `import ${n}`);
+    for (const [n, answer] of exports.entries()) {
+      assert.equal(answer.status, 200);
+      assert.equal((await host.client.waitTask(String(answer.headers["task-id"]))).status, "success");
+      const archive = await openXva((await decompressing(Readable.from([answer.body]))).stream);
+      const vdi = archive.metadata.objects.find((o) => o.class === "VDI")!;
+      const bytes = Buffer.alloc(disks[n]!.size);
+      for await (const d of archive.disks(new Map([[vdi.id, Number(vdi.snapshot.virtual_size)]]))) for await (const block of d.blocks) block.data.copy(bytes, block.offset);
+      assert.ok(bytes.equals(diskBytes(disks[n]!)), `export ${n}`);
+    }
+  });
+});

@@ -1,0 +1,272 @@
+// /import and /export over real HTTP against a toolstack with a file SR: round trips in every compression,
+// what the records and volumes look like afterwards, the HTTP contract (statuses, headers, probes), and bad
+// archives failing with a reason and leaving nothing behind.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { get as httpGet } from "node:http";
+import { createGzip, createZstdCompress } from "node:zlib";
+import { Readable } from "node:stream";
+import { openXva } from "../../xva/reader.ts";
+import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
+import { decompressing } from "../../xva/compression.ts";
+import { startTestToolstack, type TestToolstack } from "../storage-testing.ts";
+import { ROOT_PASSWORD } from "../testing.ts";
+import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
+import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "./testing.ts";
+
+let host: TestToolstack;
+let base: string;
+
+before(async () => {
+  host = await startTestToolstack();
+  base = host.client.url;
+});
+after(async () => host.stop());
+
+const call = <T = unknown>(method: string, ...params: unknown[]) => host.client.call<T>(method, ...params);
+
+/** Names of what exists now: VMs, VBDs, VIFs, VDIs (to check that a failure left nothing). */
+async function inventory(): Promise<{ VM: number; VBD: number; VIF: number; VDI: number }> {
+  const count = async (cls: string) => (await call<string[]>(`${cls}.get_all`)).length;
+  return { VM: await count("VM"), VBD: await count("VBD"), VIF: await count("VIF"), VDI: await count("VDI") };
+}
+
+const sparseDisk = (): TestDisk => ({ size: 64 * MiB, blocks: new Map([[0, patternBlock(1)], [5, patternBlock(2)], [63, patternBlock(3)]]) });
+
+/** PUT /import of an archive; answers the HTTP answer and the task's record. */
+async function importArchive(body: Buffer | Readable, query = "", headers: Record<string, string> = {}) {
+  const answer = await http(`${base}/import?session_id=${host.client.session}${query}`, { method: "PUT", body, headers });
+  const task = answer.headers["task-id"] as string | undefined;
+  return { answer, task: task === undefined ? undefined : await host.client.waitTask(task) };
+}
+
+function createdVms(task: Record<string, unknown>): string[] {
+  return parseXmlRpcValue(String(task.result)) as string[];
+}
+
+async function diskOf(vm: string): Promise<string> {
+  const vbds = await call<string[]>("VM.get_VBDs", vm);
+  for (const vbd of vbds) if ((await call("VBD.get_type", vbd)) === "Disk") return call<string>("VBD.get_VDI", vbd);
+  throw new Error("no disk");
+}
+
+describe("PUT /import", () => {
+  test("an XVA becomes a VM with its disk, CD and VIF; the disk's bytes are the archive's, holes stay holes", async () => {
+    const disk = sparseDisk();
+    const archive = await collect(testXva({ name: "web-01", disks: [disk] }));
+    const { answer, task } = await importArchive(archive, "", { "content-length": String(archive.length) });
+    assert.equal(answer.status, 200);
+    assert.equal(task!.status, "success", JSON.stringify(task!.error_info));
+    const [vm] = createdVms(task!);
+    const record = await call<Record<string, unknown>>("VM.get_record", vm);
+    assert.equal(record.name_label, "web-01");
+    assert.equal(record.memory_static_max, 2 * 1024 * MiB);
+    assert.equal(record.VCPUs_at_startup, 2);
+    assert.deepEqual(record.HVM_boot_params, { order: "cdn", firmware: "uefi" });
+    assert.deepEqual(record.current_operations, {});
+    const vbds = await Promise.all((record.VBDs as string[]).map((vbd) => call<Record<string, unknown>>("VBD.get_record", vbd)));
+    assert.deepEqual(vbds.map((vbd) => [vbd.type, vbd.empty, vbd.userdevice]).sort(), [["CD", true, "3"], ["Disk", false, "0"]]);
+    const [vif] = record.VIFs as string[];
+    const mac = await call<string>("VIF.get_MAC", vif);
+    assert.notEqual(mac, "aa:bb:cc:00:11:22", "a plain import gets new MACs");
+    const vdi = await diskOf(vm!);
+    const vdiRecord = await call<Record<string, unknown>>("VDI.get_record", vdi);
+    assert.equal(vdiRecord.virtual_size, 64 * MiB);
+    assert.equal(vdiRecord.name_label, "disk 0");
+    assert.deepEqual(vdiRecord.other_config, { purpose: "test" });
+    assert.ok(Number(vdiRecord.physical_utilisation) < 16 * MiB, `thin: ${String(vdiRecord.physical_utilisation)} bytes used`);
+    assert.ok((await readVdi(host.service.ts, vdi, disk)).equals(diskBytes(disk)));
+  });
+
+  test("gzip and zstd archives are detected from their first bytes, and chunked bodies are taken", async () => {
+    const disk = sparseDisk();
+    for (const [compressor, name] of [[() => createGzip(), "gzip"], [() => createZstdCompress(), "zstd"]] as const) {
+      const body = testXva({ name, disks: [disk] }).pipe(compressor());
+      const { task } = await importArchive(body); // no length: chunked
+      assert.equal(task!.status, "success", `${name}: ${JSON.stringify(task!.error_info)}`);
+      const [vm] = createdVms(task!);
+      assert.ok((await readVdi(host.service.ts, await diskOf(vm!), disk)).equals(diskBytes(disk)), name);
+    }
+  });
+
+  test("an empty-body probe without a task answers 200 and makes nothing", async () => {
+    const before = await inventory();
+    const answer = await http(`${base}/import/?session_id=${host.client.session}`, { method: "PUT", body: Buffer.alloc(0), headers: { "content-length": "0" } });
+    assert.equal(answer.status, 200);
+    assert.equal(answer.headers["task-id"], undefined);
+    assert.deepEqual(await inventory(), before);
+  });
+
+  test("a corrupt block fails the task with IMPORT_ERROR and removes everything made; force=true imports it", async () => {
+    const disk = sparseDisk();
+    const archive = await collect(testXva({ disks: [disk] }));
+    // Flip a byte inside block 5's data (the member after ova.xml's and block 0's).
+    const at = archive.indexOf(patternBlock(2).subarray(0, 64)) + 1000;
+    archive[at] = archive[at]! ^ 0xff;
+    const before = await inventory();
+    const { task } = await importArchive(archive);
+    assert.equal(task!.status, "failure");
+    assert.equal((task!.error_info as string[])[0], "IMPORT_ERROR");
+    assert.match((task!.error_info as string[])[1]!, /checksum/);
+    assert.deepEqual(await inventory(), before, "nothing left behind");
+    const forced = await importArchive(archive, "&force=true");
+    assert.equal(forced.task!.status, "success");
+    const bytes = await readVdi(host.service.ts, await diskOf(createdVms(forced.task!)[0]!));
+    assert.equal(bytes[at - archive.indexOf(patternBlock(2).subarray(0, 64)) + 5 * XVA_BLOCK_SIZE], patternBlock(2)[1000]! ^ 0xff);
+  });
+
+  test("bad archives fail with a clear reason and leave nothing behind", async () => {
+    const disk: TestDisk = { size: 8 * MiB, blocks: new Map([[0, patternBlock(4)], [3, patternBlock(5)]]) };
+    const whole = await collect(testXva({ disks: [disk] }));
+    const cases: Array<[string, Buffer, RegExp]> = [
+      ["not an archive", Buffer.from("hello, this is not an XVA\n".repeat(100)), /tar|ova\.xml/],
+      ["truncated mid-block", whole.subarray(0, whole.length - 3 * XVA_BLOCK_SIZE / 2), /truncat|end/i],
+      ["newer export version", await collect(testXva({ disks: [disk], version: { xapi_major: 99 } })), /xapi 99/],
+      ["gzip that is not", Buffer.concat([Buffer.from([0x1f, 0x8b]), Buffer.alloc(4096, 7)]), /gzip|header/i],
+    ];
+    for (const [name, body, reason] of cases) {
+      const before = await inventory();
+      const { answer, task } = await importArchive(body);
+      assert.equal(answer.status, 200, name);
+      assert.equal(task!.status, "failure", name);
+      assert.match((task!.error_info as string[]).join(" "), reason, name);
+      assert.deepEqual(await inventory(), before, `${name}: nothing left behind`);
+    }
+  });
+
+  test("refusals: 401 with a realm, 404 for an unknown SR, 405 for GET; the caller's task fails with the reason", async () => {
+    const noSession = await http(`${base}/import?session_id=OpaqueRef:nope`, { method: "PUT", body: Buffer.from("x") });
+    assert.equal(noSession.status, 401);
+    assert.match(String(noSession.headers["www-authenticate"]), /^Basic realm="/);
+    const task = await call<string>("task.create", "import", "");
+    const noSr = await http(`${base}/import?session_id=${host.client.session}&task_id=${task}&sr_id=OpaqueRef:00000000-0000-4000-8000-000000000000`, { method: "PUT", body: Buffer.from("x") });
+    assert.equal(noSr.status, 404);
+    const failed = await host.client.waitTask(task);
+    assert.equal(failed.status, "failure");
+    assert.deepEqual((failed.error_info as string[])[0], "HANDLE_INVALID");
+    assert.equal((await http(`${base}/import?session_id=${host.client.session}`)).status, 405);
+  });
+
+  test("HTTP Basic credentials work in place of a session", async () => {
+    const archive = await collect(testXva({ disks: [{ size: 2 * MiB, blocks: new Map([[1, patternBlock(9)]]) }] }));
+    const auth = `Basic ${Buffer.from(`root:${ROOT_PASSWORD}`).toString("base64")}`;
+    const answer = await http(`${base}/import`, { method: "PUT", body: archive, headers: { authorization: auth } });
+    assert.equal(answer.status, 200);
+    assert.equal((await host.client.waitTask(String(answer.headers["task-id"]))).status, "success");
+    const wrong = await http(`${base}/import`, { method: "PUT", body: archive, headers: { authorization: `Basic ${Buffer.from("root:wrong").toString("base64")}` } });
+    assert.equal(wrong.status, 401);
+  });
+
+  test("DEFAULT_SR_NOT_FOUND without sr_id when the pool has no default SR", async () => {
+    const [pool] = await call<string[]>("pool.get_all");
+    const sr = await call<string>("pool.get_default_SR", pool);
+    await call("pool.set_default_SR", pool, "OpaqueRef:NULL");
+    try {
+      const answer = await http(`${base}/import?session_id=${host.client.session}`, { method: "PUT", body: Buffer.from("x") });
+      assert.equal(answer.status, 400);
+      assert.match(answer.body.toString(), /DEFAULT_SR_NOT_FOUND/);
+    } finally {
+      await call("pool.set_default_SR", pool, sr);
+    }
+  });
+
+  test("restore=true keeps the VM's uuid and MACs and replaces the halted original", async () => {
+    const uuid = crypto.randomUUID();
+    const archive = await collect(testXva({ uuid, mac: "aa:bb:cc:dd:ee:01", disks: [{ size: 2 * MiB, blocks: new Map([[0, patternBlock(7)]]) }] }));
+    const first = createdVms((await importArchive(archive, "&restore=true")).task!)[0]!;
+    assert.equal(await call("VM.get_uuid", first), uuid);
+    const second = createdVms((await importArchive(archive, "&restore=true")).task!)[0]!;
+    assert.notEqual(second, first);
+    assert.equal(await call("VM.get_uuid", second), uuid);
+    assert.equal(await call("VM.get_by_uuid", uuid), second);
+    assert.equal(await call("VIF.get_MAC", (await call<string[]>("VM.get_VIFs", second))[0]), "aa:bb:cc:dd:ee:01");
+    await assert.rejects(call("VM.get_record", first), /HANDLE_INVALID/);
+  });
+});
+
+describe("GET /export", () => {
+  let vm: string;
+  let disk: TestDisk;
+  before(async () => {
+    disk = { size: 40 * MiB + 512, blocks: new Map([[0, patternBlock(11)], [17, patternBlock(12)], [40, patternBlock(13, 512)]]) };
+    const { task } = await importArchive(await collect(testXva({ name: "db/01 \"prod\"", disks: [disk] })));
+    vm = createdVms(task!)[0]!;
+  });
+
+  test("streams ova.xml and the disk's blocks with xxhash checksums; headers come first; zero blocks are skipped", async () => {
+    const answer = await http(`${base}/export/?session_id=${host.client.session}&ref=${vm}`);
+    assert.equal(answer.status, 200);
+    assert.equal(answer.headers["content-type"], "application/octet-stream");
+    assert.match(String(answer.headers["content-disposition"]), /^attachment; filename="db_01 _prod_\.xva"/);
+    const task = await host.client.waitTask(String(answer.headers["task-id"]));
+    assert.equal(task.status, "success");
+    const archive = await openXva(Readable.from([answer.body]));
+    const classes = archive.metadata.objects.map((o) => o.class).sort();
+    assert.deepEqual(classes, ["SR", "VBD", "VBD", "VDI", "VIF", "VM", "network"]);
+    const vdi = archive.metadata.objects.find((o) => o.class === "VDI")!;
+    const sizes = new Map([[vdi.id, Number(vdi.snapshot.virtual_size)]]);
+    const seen: number[] = [];
+    const bytes = Buffer.alloc(disk.size);
+    for await (const d of archive.disks(sizes)) {
+      for await (const block of d.blocks) {
+        assert.equal(block.checksum, "xxhash");
+        seen.push(block.index);
+        block.data.copy(bytes, block.offset);
+      }
+    }
+    assert.deepEqual(seen, [0, 17, 40]);
+    assert.ok(bytes.equals(diskBytes(disk)));
+  });
+
+  test("use_compression=gzip|zstd streams one valid compressed archive that imports to the same bytes", async () => {
+    for (const compression of ["true", "zstd"]) {
+      const answer = await http(`${base}/export?session_id=${host.client.session}&uuid=${await call("VM.get_uuid", vm)}&use_compression=${compression}`);
+      assert.equal(answer.status, 200);
+      const { compression: found } = await decompressing(Readable.from([answer.body]));
+      assert.equal(found, compression === "true" ? "gzip" : "zstd");
+      const { task } = await importArchive(answer.body);
+      assert.equal(task!.status, "success", JSON.stringify(task!.error_info));
+      assert.ok((await readVdi(host.service.ts, await diskOf(createdVms(task!)[0]!), disk)).equals(diskBytes(disk)), compression);
+    }
+  });
+
+  test("checksum=sha1 writes .checksum members for old importers", async () => {
+    const answer = await http(`${base}/export?session_id=${host.client.session}&ref=${vm}&checksum=sha1`);
+    assert.ok(answer.body.includes(Buffer.from("/00000017.checksum")));
+    assert.ok(!answer.body.includes(Buffer.from(".xxhash")));
+  });
+
+  test("/export_metadata is ova.xml alone; /import_metadata links the VM to the existing disk (dry_run makes nothing)", async () => {
+    const answer = await http(`${base}/export_metadata?session_id=${host.client.session}&ref=${vm}`);
+    assert.equal(answer.status, 200);
+    assert.ok(answer.body.length < 64 * 1024);
+    const put = (query: string) => http(`${base}/import_metadata?session_id=${host.client.session}${query}`, { method: "PUT", body: answer.body });
+    const before = await inventory();
+    const dryRun = await host.client.waitTask(String((await put("&dry_run=true")).headers["task-id"]));
+    assert.equal(dryRun.status, "success");
+    assert.deepEqual(await inventory(), before);
+    const imported = await host.client.waitTask(String((await put("")).headers["task-id"]));
+    assert.equal(imported.status, "success", JSON.stringify(imported.error_info));
+    const copy = createdVms(imported)[0]!;
+    assert.equal(await diskOf(copy), await diskOf(vm), "the metadata import links the same VDI");
+  });
+
+  test("unknown VM → 404; the client going away cancels the export and releases the datapath", async () => {
+    assert.equal((await http(`${base}/export?session_id=${host.client.session}&ref=OpaqueRef:00000000-0000-4000-8000-000000000000`)).status, 404);
+    const task = await call<string>("task.create", "export", "");
+    await new Promise<void>((resolve, reject) => {
+      const request = httpGet(`${base}/export?session_id=${host.client.session}&ref=${vm}&task_id=${task}`, (response) => {
+        response.once("data", () => {
+          response.destroy();
+          resolve();
+        });
+      });
+      request.on("error", () => undefined);
+      request.setTimeout(10_000, () => reject(new Error("no data")));
+    });
+    const record = await host.client.waitTask(task);
+    assert.equal(record.status, "cancelled");
+    // The disk is free again: a VDI operation that needs it idle works.
+    assert.deepEqual(await call("VDI.get_current_operations", await diskOf(vm)), {});
+  });
+});

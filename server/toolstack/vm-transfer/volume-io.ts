@@ -1,0 +1,144 @@
+// A volume's bytes as an export or import reads and writes them: the volume plugged into the toolstack through
+// its datapath plugin (datapath-session.ts) and reached over the NBD export the datapath offers. Reads skip
+// holes through NBD block status, never reading them; writes leave zero blocks out, so holes stay holes.
+import { randomUUID } from "node:crypto";
+import { NbdClient } from "../../nbd/client.ts";
+import { STATE_ZERO } from "../../nbd/backend.ts";
+import type { XvaBlock } from "../../xva/writer.ts";
+import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
+import { type Attachment, plug, unplug } from "../datapath-session.ts";
+import { type AttachedSr, DBG } from "../srs.ts";
+import type { Toolstack } from "../toolstack.ts";
+import { XenApiError } from "../xenapi/errors.ts";
+
+/** Blocks read ahead (or written behind) per disk: enough to keep the datapath busy while a block is sent. */
+const WINDOW = 8;
+/** Block status asked for this much at a time. */
+const STATUS_SPAN = 256 * XVA_BLOCK_SIZE;
+const ZERO_BLOCK = Buffer.alloc(XVA_BLOCK_SIZE);
+
+export function isZero(data: Uint8Array): boolean {
+  return Buffer.compare(data, data.byteLength === XVA_BLOCK_SIZE ? ZERO_BLOCK : ZERO_BLOCK.subarray(0, data.byteLength)) === 0;
+}
+
+export interface OpenVolume {
+  client: NbdClient;
+  attachment: Attachment;
+  close(): Promise<void>;
+}
+
+/**
+ * Plugs the volume (read-only or read-write) and connects to its NBD export. `onAttach` hears of the attachment
+ * before it is made, so a task can remember it and a later run can release it.
+ */
+export async function openVolume(
+  ts: Toolstack,
+  sr: AttachedSr,
+  key: string,
+  mode: "ro" | "rw",
+  onAttach: (attachment: Attachment) => Promise<void> = async () => {},
+): Promise<OpenVolume> {
+  const volume = await sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: sr.uri, key });
+  const { uri } = await ts.storage.datapathFor(volume.uri);
+  const attachment: Attachment = { uri, domain: `hangar-${randomUUID()}`, mode };
+  await onAttach(attachment);
+  const implementations = await plug(ts, attachment);
+  const nbd = implementations.find((implementation) => implementation[0] === "Nbd");
+  try {
+    if (nbd === undefined || nbd[0] !== "Nbd") throw new XenApiError("VDI_IO_ERROR", [`the datapath of volume ${key} offers no NBD export`]);
+    const client = await NbdClient.connect(nbd[1].uri);
+    return {
+      client,
+      attachment,
+      close: async () => {
+        await client.close().catch(() => undefined);
+        await unplug(ts, attachment);
+      },
+    };
+  } catch (error) {
+    await unplug(ts, attachment);
+    throw error;
+  }
+}
+
+/** Which 1 MiB blocks of [from, to) hold data (not hole or zero), from block status. */
+async function dataBlocks(client: NbdClient, from: number, to: number, size: number): Promise<boolean[]> {
+  const present = new Array<boolean>(to - from).fill(false);
+  const end = Math.min(to * XVA_BLOCK_SIZE, size);
+  for (let offset = from * XVA_BLOCK_SIZE; offset < end; ) {
+    const extents = await client.blockStatus(offset, end - offset);
+    for (const extent of extents) {
+      const length = Math.min(extent.length, end - offset);
+      if (length <= 0) break;
+      if ((extent.flags & STATE_ZERO) === 0) {
+        const first = Math.floor(offset / XVA_BLOCK_SIZE);
+        const last = Math.floor((offset + length - 1) / XVA_BLOCK_SIZE);
+        for (let block = first; block <= last; block++) present[block - from] = true;
+      }
+      offset += length;
+    }
+  }
+  return present;
+}
+
+/**
+ * The disk's blocks for an XVA: blocks holding data, plus the first and last always (compat-notes §2).
+ * Blocks that block status calls data but read as zeros are left out too. Reads run WINDOW ahead.
+ */
+export async function* readDiskBlocks(client: NbdClient, size: number, signal: AbortSignal): AsyncGenerator<XvaBlock, void, undefined> {
+  const count = Math.ceil(size / XVA_BLOCK_SIZE);
+  const lastIndex = Math.max(0, count - 1);
+  const queue: Array<{ index: number; data: Promise<Buffer> }> = [];
+  let present: boolean[] = [];
+  let presentFrom = 0;
+  let next = 0;
+  const blockLength = (index: number) => Math.min(XVA_BLOCK_SIZE, size - index * XVA_BLOCK_SIZE);
+  const refill = async () => {
+    while (queue.length < WINDOW && next < count) {
+      if (next - presentFrom >= present.length) {
+        presentFrom = next;
+        present = await dataBlocks(client, next, Math.min(count, next + STATUS_SPAN / XVA_BLOCK_SIZE), size);
+      }
+      const index = next++;
+      if (present[index - presentFrom] || index === 0 || index === lastIndex) {
+        const data = client.read(index * XVA_BLOCK_SIZE, blockLength(index));
+        data.catch(() => undefined); // awaited in order below; a failure surfaces there
+        queue.push({ index, data });
+      }
+    }
+  };
+  if (size === 0) {
+    yield { index: 0, data: Buffer.alloc(0) };
+    return;
+  }
+  await refill();
+  while (queue.length > 0) {
+    signal.throwIfAborted();
+    const { index, data } = queue.shift()!;
+    const block = await data;
+    await refill();
+    if (index === 0 || index === lastIndex || !isZero(block)) yield { index, data: block };
+  }
+}
+
+/** Writes blocks at their offsets, WINDOW in flight, zero blocks left out (a new volume reads zeros there); then flushes. */
+export async function writeDiskBlocks(client: NbdClient, blocks: AsyncIterable<{ offset: number; data: Buffer }>, onBlock: (end: number) => void): Promise<void> {
+  const inFlight = new Set<Promise<void>>();
+  let failure: unknown;
+  for await (const block of blocks) {
+    if (failure !== undefined) break;
+    if (!isZero(block.data)) {
+      const write = client.write(block.offset, block.data).catch((error: unknown) => {
+        failure ??= error;
+      });
+      inFlight.add(write);
+      void write.finally(() => inFlight.delete(write));
+      if (inFlight.size >= WINDOW) await Promise.race(inFlight);
+    }
+    onBlock(block.offset + block.data.byteLength);
+  }
+  await Promise.all(inFlight);
+  if (failure !== undefined) throw failure;
+  // A datapath without FLUSH writes through.
+  if (client.canFlush) await client.flush();
+}
