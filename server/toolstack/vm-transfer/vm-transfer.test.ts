@@ -4,7 +4,11 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { get as httpGet } from "node:http";
-import { createGzip, createZstdCompress } from "node:zlib";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createGzip, createZstdCompress, gzipSync } from "node:zlib";
+import { packLegacyDirectory } from "../../xva/legacy.ts";
 import { Readable } from "node:stream";
 import { openXva } from "../../xva/reader.ts";
 import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
@@ -131,6 +135,42 @@ describe("PUT /import", () => {
       assert.equal(task!.status, "failure", name);
       assert.match((task!.error_info as string[]).join(" "), reason, name);
       assert.deepEqual(await inventory(), before, `${name}: nothing left behind`);
+    }
+  });
+
+  test("a legacy package (appliance 0.1, gzipped chunks) imports from a tar stream", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "hangar-legacy-"));
+    try {
+      const size = 5 * MiB;
+      const disk: TestDisk = { size, blocks: new Map([[0, patternBlock(61)], [3, patternBlock(62)]]) };
+      await writeFile(
+        join(dir, "ova.xml"),
+        `<?xml version="1.0" ?>
+<appliance version="0.1">
+  <vm name="vm">
+    <label> legacy web </label>
+    <shortdesc>from a legacy package</shortdesc>
+    <config mem_set="536870912" vcpus="2"/>
+    <hacks is_hvm="false" kernel_boot_cmdline="root=/dev/xvda1"/>
+    <vbd device="xvda" function="root" mode="w" vdi="vdi_xvda"/>
+  </vm>
+  <vdi name="vdi_xvda" size="${size}" source="file://xvda" type="dir-gzipped-chunks" variety="system"/>
+</appliance>
+`,
+      );
+      await mkdir(join(dir, "xvda"));
+      await writeFile(join(dir, "xvda", "chunk-000000000.gz"), gzipSync(diskBytes(disk)));
+      const { task } = await importArchive(packLegacyDirectory(dir));
+      assert.equal(task!.status, "success", JSON.stringify(task!.error_info));
+      const [vm] = createdVms(task!);
+      const record = await call<Record<string, unknown>>("VM.get_record", vm);
+      assert.equal(record.name_label, "legacy web");
+      assert.equal(record.memory_static_max, 512 * MiB);
+      assert.equal(record.VCPUs_max, 2);
+      assert.equal(record.PV_args, "root=/dev/xvda1");
+      assert.ok((await readVdi(host.service.ts, await diskOf(vm!), disk)).equals(diskBytes(disk)));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
