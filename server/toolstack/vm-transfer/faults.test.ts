@@ -1,7 +1,7 @@
 // Faults around /import and /export: `hangar serve` killed with SIGKILL in the middle of an import (the next
 // start fails the task and removes its partial VM and volumes), and ten imports and exports at once.
 import assert from "node:assert/strict";
-import { request } from "node:http";
+import { type IncomingMessage, request } from "node:http";
 import { rm } from "node:fs/promises";
 import { PassThrough, Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -61,6 +61,23 @@ describe("concurrency", () => {
   let host: TestToolstack;
   before(async () => (host = await startTestToolstack()));
   after(async () => host.stop());
+
+  test("a client that stops reading holds the export: it does not run ahead into memory", async () => {
+    const blocks = new Map<number, Buffer>();
+    for (let i = 0; i < 128; i++) blocks.set(i, patternBlock(500 + i));
+    const disk: TestDisk = { size: 128 * MiB, blocks };
+    const imported = await http(`${host.client.url}/import?session_id=${host.client.session}`, { method: "PUT", body: testXva({ disks: [disk] }) });
+    const vm = (parseXmlRpcValue(String((await host.client.waitTask(String(imported.headers["task-id"]))).result)) as string[])[0]!;
+    const task = await host.client.call<string>("task.create", "held export", "");
+    const response = await new Promise<IncomingMessage>((resolve) => request(`${host.client.url}/export?session_id=${host.client.session}&ref=${vm}&task_id=${task}`, resolve).end());
+    response.pause();
+    await sleep(2000);
+    const held = await host.client.call<number>("task.get_progress", task);
+    assert.ok(held < 0.5, `a paused client holds the export back (progress ${held})`);
+    const body = await collect(response);
+    assert.equal((await host.client.waitTask(task)).status, "success");
+    assert.ok(body.length > disk.size);
+  });
 
   test("ten imports and exports at once complete with correct bytes", async () => {
     const base = host.client.url;
