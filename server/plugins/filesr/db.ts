@@ -149,6 +149,41 @@ export interface CbtLogRow {
   writer: number | null;
 }
 
+/**
+ * Space held back on the SR's filesystem for the metadata: when volume data has filled it, SQLite cannot even
+ * delete a row (the WAL needs room), so deactivating and destroying the volumes that would free the space
+ * fail. A transaction that finds the disk full gives the reserve up and runs again; the reserve comes back
+ * when there is room.
+ */
+const RESERVE_BYTES = 4 * 1024 * 1024;
+
+/** Makes the reserve if it is missing and there is room (best effort). */
+function keepReserve(srPath: string): void {
+  const file = srFiles(srPath).reserve;
+  if (fs.existsSync(file)) return;
+  const partial = `${file}.${process.pid}`;
+  try {
+    fs.writeFileSync(partial, Buffer.alloc(RESERVE_BYTES));
+    fs.renameSync(partial, file);
+  } catch {
+    fs.rmSync(partial, { force: true });
+  }
+}
+
+function isDiskFull(error: unknown): boolean {
+  return (error as { errcode?: number }).errcode === 13 || /database or disk is full/i.test((error as Error).message ?? "");
+}
+
+/** Gives the reserve up; answers whether there was one. */
+function releaseReserve(srPath: string): boolean {
+  try {
+    fs.unlinkSync(srFiles(srPath).reserve);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export interface SrConnection {
   readonly path: string;
   readonly db: DatabaseSync;
@@ -221,6 +256,7 @@ function open(srPath: string, ino: number): SrConnection {
     if (error instanceof FileSrError) throw error;
     throw corrupt(srPath, (error as Error).message);
   }
+  keepReserve(srPath);
   return { path: srPath, db, ino, depth: 0, statements: new Map() };
 }
 
@@ -272,9 +308,21 @@ export function readSr(conn: SrConnection): SrRow {
   return statement(conn, "SELECT * FROM sr WHERE id = 1").get() as unknown as SrRow;
 }
 
-/** Runs `change` in one write transaction (joined when already inside one). `change` must be synchronous. */
+/**
+ * Runs `change` in one write transaction (joined when already inside one). `change` must be synchronous. A
+ * transaction that finds the disk full runs once more after giving up the space reserve.
+ */
 export function transact<T>(conn: SrConnection, change: () => T): T {
   if (conn.depth > 0) return change();
+  try {
+    return transactOnce(conn, change);
+  } catch (error) {
+    if (!isDiskFull(error) || !releaseReserve(conn.path)) throw error;
+    return transactOnce(conn, change);
+  }
+}
+
+function transactOnce<T>(conn: SrConnection, change: () => T): T {
   conn.db.exec("BEGIN IMMEDIATE");
   conn.depth++;
   try {

@@ -1,6 +1,7 @@
 // Where things live on an SR directory, and the fixed geometry of the format.
 //
 //   <sr>/hangar-sr.db          SQLite metadata (WAL): SR record, volumes, layers, CBT logs, activations...
+//   <sr>/hangar-sr.reserve     space held back for the metadata (see db.ts)
 //   <sr>/layers/<token>.data   sparse data file of one layer, as large as the layer (offset = disk offset)
 //   <sr>/layers/<token>.map    allocation map of that layer (see cluster-map.ts)
 //   <sr>/cbt/<token>.cbt       changed-block log (see cbt-log.ts)
@@ -16,6 +17,7 @@ export const DB_FILE = "hangar-sr.db";
 export function srFiles(srPath: string) {
   return {
     db: path.join(srPath, DB_FILE),
+    reserve: path.join(srPath, "hangar-sr.reserve"),
     layers: path.join(srPath, "layers"),
     cbt: path.join(srPath, "cbt"),
     stats: path.join(srPath, "stats"),

@@ -3,12 +3,15 @@
 // archives failing with a reason and leaving nothing behind.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { execFileSync } from "node:child_process";
 import { get as httpGet } from "node:http";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createGzip, createZstdCompress, gzipSync } from "node:zlib";
+import { pack as tarPack } from "tar-stream";
 import { packLegacyDirectory } from "../../xva/legacy.ts";
+import { formatOvaXml } from "../../xva/ova-xml.ts";
 import { Readable } from "node:stream";
 import { openXva } from "../../xva/reader.ts";
 import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
@@ -16,7 +19,7 @@ import { decompressing } from "../../xva/compression.ts";
 import { startTestToolstack, type TestToolstack } from "../storage-testing.ts";
 import { ROOT_PASSWORD } from "../testing.ts";
 import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
-import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "./testing.ts";
+import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva, vmObjects } from "./testing.ts";
 
 let host: TestToolstack;
 let base: string;
@@ -122,7 +125,24 @@ describe("PUT /import", () => {
   test("bad archives fail with a clear reason and leave nothing behind", async () => {
     const disk: TestDisk = { size: 8 * MiB, blocks: new Map([[0, patternBlock(4)], [3, patternBlock(5)]]) };
     const whole = await collect(testXva({ disks: [disk] }));
+    const { objects, version } = vmObjects({ disks: [disk] });
+    const ova = formatOvaXml({ version, objects });
+    const vdi = objects.find((o) => o.class === "VDI" && o.snapshot.name_label === "disk 0")!.id;
+    const crafted = (members: Array<[string, Buffer]>) => {
+      const pack = tarPack();
+      for (const [name, data] of members) pack.entry({ name, mode: 0o644, mtime: new Date(0) }, data);
+      pack.finalize();
+      return collect(pack as AsyncIterable<Uint8Array>);
+    };
+    const block = (n: number) => patternBlock(70 + n);
     const cases: Array<[string, Buffer, RegExp]> = [
+      ["a member named with ..", await crafted([["ova.xml", Buffer.from(ova)], [`../${vdi}/00000000`, block(0)]]), /\.\./],
+      ["an absolute member", await crafted([["ova.xml", Buffer.from(ova)], [`/${vdi}/00000000`, block(0)]]), /absolute/],
+      ["blocks out of order", await crafted([["ova.xml", Buffer.from(ova)], [`${vdi}/00000003`, block(3)], [`${vdi}/00000001`, block(1)], [`${vdi}/00000007`, block(7)]]), /order/],
+      ["a duplicate block", await crafted([["ova.xml", Buffer.from(ova)], [`${vdi}/00000000`, block(0)], [`${vdi}/00000000`, block(0)], [`${vdi}/00000007`, block(7)]]), /duplicate/],
+      ["a disk larger than declared", await crafted([["ova.xml", Buffer.from(ova)], [`${vdi}/00000000`, block(0)], [`${vdi}/00000009`, block(9)]]), /past the disk/],
+      ["an ova.xml over 16 MiB", await crafted([["ova.xml", Buffer.alloc(17 * MiB, 0x20)]]), /ova\.xml is \d+ bytes/],
+      ["XML that is not XML-RPC", await crafted([["ova.xml", Buffer.from("<html><body>hello</body></html>")]]), /ova\.xml/],
       ["not an archive", Buffer.from("hello, this is not an XVA\n".repeat(100)), /tar|ova\.xml/],
       ["truncated mid-block", whole.subarray(0, whole.length - 3 * XVA_BLOCK_SIZE / 2), /truncat|end/i],
       ["newer export version", await collect(testXva({ disks: [disk], version: { xapi_major: 99 } })), /xapi 99/],
@@ -170,6 +190,35 @@ describe("PUT /import", () => {
       assert.equal(record.PV_args, "root=/dev/xvda1");
       assert.ok((await readVdi(host.service.ts, await diskOf(vm!), disk)).equals(diskBytes(disk)));
     } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("an SR that fills up mid-import fails the task with the plugin's reason and leaves nothing behind", async (t) => {
+    // A file SR on a 24 MiB tmpfs: mounting needs root (npm test runs as root in CI).
+    const dir = await mkdtemp(join(tmpdir(), "hangar-full-sr-"));
+    try {
+      execFileSync("mount", ["-t", "tmpfs", "-o", "size=24m", "tmpfs", dir], { stdio: "ignore" });
+    } catch {
+      await rm(dir, { recursive: true, force: true });
+      t.skip("mounting a small tmpfs needs root");
+      return;
+    }
+    try {
+      const [hostRef] = await call<string[]>("host.get_all");
+      const sr = await call<string>("SR.create", hostRef, { path: join(dir, "sr") }, 0, "small", "", "file", "user", false, {});
+      const blocks = new Map<number, Buffer>();
+      for (let i = 0; i < 48; i++) blocks.set(i, patternBlock(80 + i));
+      const before = await inventory();
+      const { answer, task } = await importArchive(testXva({ disks: [{ size: 48 * MiB, blocks }] }), `&sr_id=${sr}`);
+      assert.equal(answer.status, 200);
+      assert.equal(task!.status, "failure");
+      assert.match((task!.error_info as string[]).join(" "), /space|ENOSPC|full/i);
+      assert.deepEqual(await inventory(), before, "nothing left behind");
+      assert.deepEqual(await call("SR.get_VDIs", sr), []);
+      await call("SR.destroy", sr);
+    } finally {
+      execFileSync("umount", ["-l", dir]);
       await rm(dir, { recursive: true, force: true });
     }
   });
