@@ -19,16 +19,20 @@ import { endedChildrenCpuSeconds } from "./processes.ts";
 import { renderTable, type Row } from "./table.ts";
 
 const mode = process.argv[2];
-if (mode === "--compress" || mode === "--copy" || mode === "--memory") {
+if (mode === "--compress" || mode === "--copy" || mode === "--memory" || mode === "--memory-warm") {
   // The child: compress (or just copy) argv[4] into argv[5], then report its own wall and CPU seconds on stderr.
   // --memory: the file, read beforehand, goes from memory in 1 MiB pieces to a sink that drops it: the
-  // compressor alone, no file I/O.
+  // compressor alone, no file I/O. --memory-warm: the same after a first 16 MiB has started the worker pool
+  // and warmed the code up, as in a toolstack that exported a moment ago.
   const [kind, input, output] = process.argv.slice(3) as [Compression, string, string];
   const pieces: Buffer[] = [];
-  if (mode === "--memory") for (let data = readFileSync(input), at = 0; at < data.byteLength; at += MiB) pieces.push(data.subarray(at, at + MiB));
+  const memory = mode === "--memory" || mode === "--memory-warm";
+  const drop = () => new Writable({ write: (_chunk, _encoding, callback) => callback() });
+  if (memory) for (let data = readFileSync(input), at = 0; at < data.byteLength; at += MiB) pieces.push(data.subarray(at, at + MiB));
+  if (mode === "--memory-warm") await pipeline(Readable.from(pieces.slice(0, 16)), createParallelCompressor(kind), drop());
   const started = process.hrtime.bigint();
   const cpuStarted = process.cpuUsage();
-  if (mode === "--memory") await pipeline(Readable.from(pieces), createParallelCompressor(kind), new Writable({ write: (_chunk, _encoding, callback) => callback() }));
+  if (memory) await pipeline(Readable.from(pieces), createParallelCompressor(kind), drop());
   else await pipeline(createReadStream(input, { highWaterMark: MiB }), mode === "--copy" ? new PassThrough() : createParallelCompressor(kind), createWriteStream(output));
   const cpu = process.cpuUsage(cpuStarted);
   process.stderr.write(JSON.stringify({ wall: Number(process.hrtime.bigint() - started) / 1e9, cpu: (cpu.user + cpu.system) / 1e6 }) + "\n");
@@ -65,7 +69,7 @@ function writeMixed() {
   closeSync(fd);
 }
 
-type Contender = "ours gzip" | "pigz -1" | "ours zstd" | "zstd -T0 -3" | "node copy" | "ours gzip, memory" | "pigz -1, to null" | "ours zstd, memory" | "zstd -T0 -3, to null";
+type Contender = "ours gzip" | "pigz -1" | "ours zstd" | "zstd -T0 -3" | "node copy" | "ours gzip, memory" | "ours gzip, memory, warm" | "pigz -1, to null" | "ours zstd, memory" | "ours zstd, memory, warm" | "zstd -T0 -3, to null";
 const commands: Record<Contender, (output: string) => [string, string[]]> = {
   "ours gzip": (output) => [process.execPath, [import.meta.filename, "--compress", "gzip", input, output]],
   "pigz -1": () => ["pigz", ["-1", "-c", input]],
@@ -73,8 +77,10 @@ const commands: Record<Contender, (output: string) => [string, string[]]> = {
   "zstd -T0 -3": () => ["zstd", ["-T0", "-3", "-q", "-c", input]],
   "node copy": (output) => [process.execPath, [import.meta.filename, "--copy", "-", input, output]],
   "ours gzip, memory": () => [process.execPath, [import.meta.filename, "--memory", "gzip", input]],
+  "ours gzip, memory, warm": () => [process.execPath, [import.meta.filename, "--memory-warm", "gzip", input]],
   "pigz -1, to null": () => ["pigz", ["-1", "-c", input]],
   "ours zstd, memory": () => [process.execPath, [import.meta.filename, "--memory", "zstd", input]],
+  "ours zstd, memory, warm": () => [process.execPath, [import.meta.filename, "--memory-warm", "zstd", input]],
   "zstd -T0 -3, to null": () => ["zstd", ["-T0", "-3", "-q", "-c", input]],
 };
 
@@ -85,7 +91,7 @@ const sizes = new Map<Contender, number>();
 async function run(name: Contender): Promise<number> {
   const output = join(dir, "out");
   const [command, args] = commands[name](output);
-  const toNull = name.endsWith(", memory") || name.endsWith(", to null");
+  const toNull = name.includes(", memory") || name.endsWith(", to null");
   const out = openSync(toNull ? "/dev/null" : output, "w");
   const cpuBefore = endedChildrenCpuSeconds();
   let report = "";
@@ -124,9 +130,11 @@ try {
     ["gzip", "ours gzip", "pigz -1", "file to file", false],
     ["gzip", "ours gzip", "pigz -1", "file to file, in-process", true],
     ["gzip", "ours gzip, memory", "pigz -1, to null", "memory (tool: file) to null, in-process", true],
+    ["gzip", "ours gzip, memory, warm", "pigz -1, to null", "memory (tool: file) to null, in-process, warm pool", true],
     ["zstd", "ours zstd", "zstd -T0 -3", "file to file", false],
     ["zstd", "ours zstd", "zstd -T0 -3", "file to file, in-process", true],
     ["zstd", "ours zstd, memory", "zstd -T0 -3, to null", "memory (tool: file) to null, in-process", true],
+    ["zstd", "ours zstd, memory, warm", "zstd -T0 -3, to null", "memory (tool: file) to null, in-process, warm pool", true],
   ] as const) {
     const wall = (r: Run) => (inProcess ? r.innerWall : r.wall);
     const cpu = (r: Run) => (inProcess ? r.innerCpu : r.cpu);
