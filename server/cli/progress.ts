@@ -107,7 +107,8 @@ export class TransferMeter {
       return { bytes, total, rate, fraction: Math.min(1, bytes / total), task, eta };
     }
     const byTask = task === null ? null : this.#task.sample(task, at);
-    return { bytes, total: null, rate, fraction: task, task, eta: byTask?.eta ?? null };
+    // Below 1% a task's slope says little yet.
+    return { bytes, total: null, rate, fraction: task, task, eta: task !== null && task >= 0.01 ? (byTask?.eta ?? null) : null };
   }
 }
 

@@ -271,38 +271,47 @@ describe("hangar vm-export", () => {
     assert.equal(sidecar.compression, null);
     assert.ok(sidecar.bytes <= left);
     assert.ok(!(await exists(file)));
+    // A copy as a crash (a reboot) would leave it: the sidecar from another boot, its last checkpoint short of
+    // the file's end. Only the checkpoint is trusted there: the rest is cut and asked for again.
+    const crashed = path("crashed.xva");
+    await writeFile(`${crashed}.part`, await readFile(part));
+    const checkpoint = MiB + 7;
+    await writeFile(`${crashed}.part.json`, JSON.stringify({ ...sidecar, bytes: checkpoint, boot: "a boot before the crash" }));
     const resumed = ok(await hangar("vm-export", bigVm.uuid, file, "--resume"));
     const from = Number(/^resuming .* at byte (\d+) /m.exec(resumed.stderr)?.[1]);
-    assert.ok(from > 0 && from <= left, resumed.stderr);
+    assert.equal(from, left, "within the same boot all of FILE.part is kept");
     assert.ok(!(await exists(part)) && !(await exists(`${part}.json`)));
+    const afterCrash = ok(await hangar("vm-export", bigVm.uuid, crashed, "--resume"));
+    assert.match(afterCrash.stderr, new RegExp(`^resuming .* at byte ${checkpoint} `, "m"));
     // The same export (its etag names its date) fetched whole.
     const whole = await http(`${host.client.url}/export?session_id=${host.client.session}&uuid=${bigVm.uuid}&offset=0&etag=${encodeURIComponent(sidecar.etag)}`);
     assert.equal(whole.status, 200);
     assert.ok(from < whole.body.length, `killed before the end (${from} of ${whole.body.length})`);
-    assert.equal(await sha256(file), createHash("sha256").update(whole.body).digest("hex"));
+    const straight = createHash("sha256").update(whole.body).digest("hex");
+    assert.equal(await sha256(file), straight);
+    assert.equal(await sha256(crashed), straight);
     await assertDisk((await importedVm(ok(await hangar("vm-import", file)), "big vm")).ref, big, "resumed");
   });
 
   test("Ctrl-C keeps FILE.part and a sidecar of its size; --resume after the VM changed starts over (412)", async () => {
-    // zstd: a gzip export cancelled this way throws an uncaught ERR_STREAM_PREMATURE_CLOSE in the toolstack.
-    const file = path("interrupted.xva.zst");
+    const file = path("interrupted.xva.gz");
     const part = `${file}.part`;
-    const { child, run } = start(["vm-export", bigVm.uuid, file, "--compress", "zstd"]);
+    const { child, run } = start(["vm-export", bigVm.uuid, file, "--compress", "gzip"]);
     await waitFor(async () => ((await stat(part).catch(() => undefined))?.size ?? 0) >= MiB, 5);
     child.kill("SIGINT");
     const interrupted = await run;
     assert.equal(interrupted.code, 130, interrupted.stderr);
-    assert.match(interrupted.stderr, /^interrupted: .*interrupted\.xva\.zst\.part keeps .*--resume" continues it$/m);
+    assert.match(interrupted.stderr, /^interrupted: .*interrupted\.xva\.gz\.part keeps .*--resume" continues it$/m);
     const sidecar = JSON.parse(await readFile(`${part}.json`, "utf8")) as { bytes: number; compression: string };
     assert.equal(sidecar.bytes, (await stat(part)).size, "the sidecar records all that was written");
-    assert.equal(sidecar.compression, "zstd");
-    const wrong = await hangar("vm-export", bigVm.uuid, file, "--resume", "--compress", "gzip");
+    assert.equal(sidecar.compression, "gzip");
+    const wrong = await hangar("vm-export", bigVm.uuid, file, "--resume", "--compress", "zstd");
     assert.equal(wrong.code, 2);
-    assert.match(wrong.stderr, /exported with --compress zstd/);
+    assert.match(wrong.stderr, /exported with --compress gzip/);
     await call("VM.set_name_description", bigVm.ref, "changed after the export began");
     const again = ok(await hangar("vm-export", bigVm.uuid, file, "--resume"));
     assert.match(again.stderr, /the VM changed since .* \(HTTP 412\): exporting it again from the start/);
-    assert.deepEqual([...(await readFile(file)).subarray(0, 4)], [0x28, 0xb5, 0x2f, 0xfd]);
+    assert.deepEqual([...(await readFile(file)).subarray(0, 2)], [0x1f, 0x8b]);
     await assertDisk((await importedVm(ok(await hangar("vm-import", file)), "big vm")).ref, big, "restarted after 412");
   });
 });

@@ -436,7 +436,8 @@ const zSidecar = z.object({
   version: z.literal(1),
   vm: z.string(),
   compression: z.enum(["gzip", "zstd"]).nullable(),
-  etag: z.string(),
+  /** null: the toolstack named none (xapi does not), so there is nothing to resume against. */
+  etag: z.string().nullable(),
   /** Bytes of FILE.part known on disk (synced) at the last checkpoint. */
   bytes: z.number().int().nonnegative(),
   /** The boot the writer ran in: within it, the page cache makes the whole .part good, not only `bytes`. */
@@ -623,7 +624,8 @@ async function exportToFile(client: XenApiClient, request: ExportRequest, file: 
   const part = `${file}.part`;
   const sidecarPath = `${part}.json`;
   const from = resume ? await resumePoint(part, sidecarPath, request.vm, compressOption) : undefined;
-  if (from !== undefined) request = { ...request, compression: from.compression, resumeFrom: from.bytes > 0 ? { offset: from.bytes, etag: from.etag } : undefined };
+  if (from?.etag === null) process.stderr.write(`the toolstack gave ${part} no etag, so it cannot be resumed: exporting from the start\n`);
+  if (from !== undefined) request = { ...request, compression: from.compression, resumeFrom: from.bytes > 0 && from.etag !== null ? { offset: from.bytes, etag: from.etag } : undefined };
   let response = await startExport(client, "export", request);
   if (response === "changed") {
     process.stderr.write(`the VM changed since ${part} was begun (HTTP 412): exporting it again from the start\n`);
@@ -633,7 +635,7 @@ async function exportToFile(client: XenApiClient, request: ExportRequest, file: 
   }
   const offset = request.resumeFrom?.offset ?? 0;
   if (offset > 0) process.stderr.write(`resuming ${part} at byte ${offset} (${formatSize(offset)})\n`);
-  const sidecar: Sidecar = { version: 1, vm: request.vm, compression: request.compression, etag: z.string().parse(response.headers.etag), bytes: offset, boot: await bootId() };
+  const sidecar: Sidecar = { version: 1, vm: request.vm, compression: request.compression, etag: response.headers.etag ?? null, bytes: offset, boot: await bootId() };
   await writeSidecar(sidecarPath, sidecar);
   const handle = await open(part, offset > 0 ? "r+" : "w");
   const writer = new PartWriter(handle, offset, (bytes) => writeSidecar(sidecarPath, { ...sidecar, bytes }));
