@@ -261,22 +261,28 @@ describe("hangar vm-export", () => {
   test("killed mid-export, --resume continues from FILE.part: the same bytes as the whole export in one go", async () => {
     const file = path("resumed.xva");
     const part = `${file}.part`;
+    const sidecarBytes = async () => ((JSON.parse(await readFile(`${part}.json`, "utf8").catch(() => "{}")) as { bytes?: number }).bytes ?? 0);
     const { child, run } = start(["vm-export", bigVm.uuid, file]);
     await waitFor(async () => ((await stat(part).catch(() => undefined))?.size ?? 0) >= 2 * MiB, 5);
+    // Held past a checkpoint's 5 s: its next write syncs FILE.part and records how much is safe.
+    child.kill("SIGSTOP");
+    await new Promise((resolve) => setTimeout(resolve, 5_500));
+    child.kill("SIGCONT");
+    await waitFor(async () => (await sidecarBytes()) > 0, 5);
     child.kill("SIGKILL");
     assert.equal((await run).signal, "SIGKILL");
     const left = (await stat(part)).size;
     const sidecar = JSON.parse(await readFile(`${part}.json`, "utf8")) as { vm: string; etag: string; bytes: number; compression: null };
     assert.equal(sidecar.vm, bigVm.uuid);
     assert.equal(sidecar.compression, null);
-    assert.ok(sidecar.bytes <= left);
+    assert.ok(sidecar.bytes >= 2 * MiB && sidecar.bytes <= left, `checkpoint ${sidecar.bytes}, file ${left}`);
     assert.ok(!(await exists(file)));
     // A copy as a crash (a reboot) would leave it: the sidecar from another boot, its last checkpoint short of
     // the file's end. Only the checkpoint is trusted there: the rest is cut and asked for again.
     const crashed = path("crashed.xva");
-    await writeFile(`${crashed}.part`, await readFile(part));
-    const checkpoint = MiB + 7;
-    await writeFile(`${crashed}.part.json`, JSON.stringify({ ...sidecar, bytes: checkpoint, boot: "a boot before the crash" }));
+    await writeFile(`${crashed}.part`, Buffer.concat([await readFile(part), Buffer.alloc(4096, 0xee)]));
+    const checkpoint = sidecar.bytes;
+    await writeFile(`${crashed}.part.json`, JSON.stringify({ ...sidecar, boot: "a boot before the crash" }));
     const resumed = ok(await hangar("vm-export", bigVm.uuid, file, "--resume"));
     const from = Number(/^resuming .* at byte (\d+) /m.exec(resumed.stderr)?.[1]);
     assert.equal(from, left, "within the same boot all of FILE.part is kept");

@@ -490,6 +490,8 @@ async function syncDir(path: string): Promise<void> {
 /** Writes at `position` on, syncing and calling `checkpoint(end)` every CHECKPOINT_MS; `position` is where it got. */
 class PartWriter extends Writable {
   position: number;
+  /** Why writing stopped here (a full disk, say), as against the export failing or being interrupted. */
+  failure: Error | undefined;
   readonly #handle: FileHandle;
   readonly #checkpoint: (end: number) => Promise<void>;
   #last = Date.now();
@@ -505,7 +507,10 @@ class PartWriter extends Writable {
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, done: (error?: Error | null) => void): void {
     this.#pending = this.#put(chunk);
-    this.#pending.then(() => done(), done);
+    this.#pending.then(
+      () => done(),
+      (error: Error) => done((this.failure ??= error)),
+    );
   }
 
   override _destroy(error: Error | null, done: (error?: Error | null) => void): void {
@@ -518,17 +523,19 @@ class PartWriter extends Writable {
       at += bytesWritten;
       this.position += bytesWritten;
     }
-    if (Date.now() - this.#last >= CHECKPOINT_MS) {
-      await this.sync();
-      this.#last = Date.now();
-    }
+    if (Date.now() - this.#last >= CHECKPOINT_MS) await this.#flush();
   }
 
-  /** Makes what is written durable and records it. */
-  async sync(): Promise<void> {
-    await this.#pending.catch(() => undefined);
+  async #flush(): Promise<void> {
     await this.#handle.datasync();
     await this.#checkpoint(this.position);
+    this.#last = Date.now();
+  }
+
+  /** Once the write in flight is done: makes what is written durable and records it. */
+  async sync(): Promise<void> {
+    await this.#pending.catch(() => undefined);
+    await this.#flush();
   }
 }
 
@@ -650,6 +657,10 @@ async function exportToFile(client: XenApiClient, request: ExportRequest, file: 
   if (task === null) {
     process.stderr.write(`interrupted: ${part} keeps ${formatSize(writer.position)}; "hangar vm-export ${request.vm} ${file} --resume" continues it\n`);
     return INTERRUPTED;
+  }
+  if (writer.failure !== undefined) {
+    process.stderr.write(`writing ${part}: ${writer.failure.message}\n${part} keeps ${formatSize(writer.position)} (--resume continues it once that is fixed)\n`);
+    return 1;
   }
   if (task.status !== "success") {
     process.stderr.write(`export ${failure(task)}\n${part} keeps ${formatSize(writer.position)} (--resume may continue it)\n`);
