@@ -173,7 +173,8 @@ class TransferProgress {
   #tick(): void {
     const estimate = this.#meter.sample(this.bytes, this.#total, this.task);
     if (this.#terminal) {
-      process.stderr.write(`\r${transferBar(estimate)}\u001b[K`);
+      // Cut to the terminal's width: a wrapped line could not be redrawn in place.
+      process.stderr.write(`\r${transferBar(estimate).slice(0, Math.max(20, (process.stderr.columns || 80) - 1))}\u001b[K`);
       this.#drawn = true;
       return;
     }
@@ -222,7 +223,7 @@ async function interruptible<T>(work: (signal: AbortSignal) => Promise<T>): Prom
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** The task's record once finished, asked a few times (no long wait: for an interrupted command). */
+/** The task's status once finished, asked for a few seconds (no event.from wait: the command is ending). */
 async function settledTask(client: XenApiClient, task: string, withinMs = 10_000): Promise<string | undefined> {
   for (const deadline = Date.now() + withinMs; Date.now() < deadline; await sleep(200)) {
     const status = await client.call(z.string(), "task.get_status", task).catch(() => undefined);
