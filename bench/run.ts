@@ -5,6 +5,7 @@ import { argv, exit, stderr } from "node:process";
 const SUITES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   storage: () => import("./storage.ts"),
   toolstack: () => import("./toolstack.ts"),
+  xva: () => import("./xva.ts"),
 };
 
 const names = argv.slice(2);
