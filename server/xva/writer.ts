@@ -38,10 +38,15 @@ export function writeXva(options: XvaWriteOptions): Readable {
   const pack = tarPack();
 
   // Resolves once the member is in the tar stream and the stream has room again (tar-stream's entry callback).
+  // The entry's own stream is destroyed with the pack's error when the consumer goes away: the callback
+  // reports it, so its error event (which has no other listener) is dropped.
   const member = (name: string, data: Uint8Array) =>
-    new Promise<void>((resolve, reject) =>
-      pack.entry({ name, mode: 0o644, mtime: new Date(0), uid: 0, gid: 0, size: data.byteLength }, Buffer.from(data.buffer, data.byteOffset, data.byteLength), (error) => (error ? reject(error) : resolve())),
-    );
+    new Promise<void>((resolve, reject) => {
+      const entry = pack.entry({ name, mode: 0o644, mtime: new Date(0), uid: 0, gid: 0, size: data.byteLength }, Buffer.from(data.buffer, data.byteOffset, data.byteLength), (error) =>
+        error ? reject(error) : resolve(),
+      );
+      entry.on("error", () => undefined);
+    });
 
   async function produce() {
     await member("ova.xml", Buffer.from(ovaXml, "utf8"));
