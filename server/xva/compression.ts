@@ -327,7 +327,9 @@ export async function decompressing(source: Readable): Promise<{ compression: Co
 
   // Node's zstd decoder drops whatever follows a frame's end in the same write (unless the frame's output
   // happened to end on its 16 KiB output buffer), so its input is first cut at frame boundaries.
-  const stages: Duplex[] = compression === "gzip" ? [zlib.createGunzip()] : [zstdFrameSplitter(), zlib.createZstdDecompress()];
+  // Output in 1 MiB pieces: the default 16 KiB makes a callback and a buffer per piece (most of an import's CPU).
+  const chunkSize = 1024 * 1024;
+  const stages: Duplex[] = compression === "gzip" ? [zlib.createGunzip({ chunkSize })] : [zstdFrameSplitter(), zlib.createZstdDecompress({ chunkSize })];
   // The caller's stream: the errors of every stage land here, reworded, and destroying it stops them all.
   const out = new PassThrough();
   let failed = false;

@@ -35,7 +35,8 @@ export function writeXva(options: XvaWriteOptions): Readable {
   const { ovaXml, disks, checksum } = optionsSchema.parse(options);
   const refs = disks.map((disk) => disk.ref);
   if (new Set(refs).size !== refs.length) throw new XvaWriteError("a disk ref appears twice");
-  const pack = tarPack();
+  // A few blocks may wait in the pack: each member then need not wait for the consumer to take the last one.
+  const pack = tarPack({ highWaterMark: 4 * XVA_BLOCK_SIZE } as Parameters<typeof tarPack>[0]);
 
   // Resolves once the member is in the tar stream and the stream has room again (tar-stream's entry callback).
   // The entry's own stream is destroyed with the pack's error when the consumer goes away: the callback

@@ -12,7 +12,7 @@ import type { Toolstack } from "../toolstack.ts";
 import { XenApiError } from "../xenapi/errors.ts";
 
 /** Blocks read ahead (or written behind) per disk: enough to keep the datapath busy while a block is sent. */
-const WINDOW = 8;
+const WINDOW = 16;
 /** Block status asked for this much at a time. */
 const STATUS_SPAN = 256 * XVA_BLOCK_SIZE;
 const ZERO_BLOCK = Buffer.alloc(XVA_BLOCK_SIZE);
