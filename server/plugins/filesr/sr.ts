@@ -166,6 +166,7 @@ export async function destroySr(srPath: string): Promise<void> {
   });
   const files = srFiles(conn.path);
   for (const dir of [files.layers, files.cbt, files.stats]) fs.rmSync(dir, { recursive: true, force: true });
+  fs.rmSync(files.reserve, { force: true });
   disconnectSr(conn.path);
   // The metadata goes last, so a crash before this point leaves an SR that says "being destroyed".
   fs.rmSync(files.db, { force: true });
