@@ -22,8 +22,8 @@ const mode = process.argv[2];
 if (mode === "--compress" || mode === "--copy" || mode === "--memory" || mode === "--memory-warm") {
   // The child: compress (or just copy) argv[4] into argv[5], then report its own wall and CPU seconds on stderr.
   // --memory: the file, read beforehand, goes from memory in 1 MiB pieces to a sink that drops it: the
-  // compressor alone, no file I/O. --memory-warm: the same after a first 16 MiB has started the worker pool
-  // and warmed the code up, as in a toolstack that exported a moment ago.
+  // compressor alone, no file I/O. --memory-warm: the same after a first 16 MiB has warmed the code up, as in
+  // a toolstack that exported a moment ago.
   const [kind, input, output] = process.argv.slice(3) as [Compression, string, string];
   const pieces: Buffer[] = [];
   const memory = mode === "--memory" || mode === "--memory-warm";
@@ -130,11 +130,11 @@ try {
     ["gzip", "ours gzip", "pigz -1", "file to file", false],
     ["gzip", "ours gzip", "pigz -1", "file to file, in-process", true],
     ["gzip", "ours gzip, memory", "pigz -1, to null", "memory (tool: file) to null, in-process", true],
-    ["gzip", "ours gzip, memory, warm", "pigz -1, to null", "memory (tool: file) to null, in-process, warm pool", true],
+    ["gzip", "ours gzip, memory, warm", "pigz -1, to null", "memory (tool: file) to null, in-process, warm", true],
     ["zstd", "ours zstd", "zstd -T0 -3", "file to file", false],
     ["zstd", "ours zstd", "zstd -T0 -3", "file to file, in-process", true],
     ["zstd", "ours zstd, memory", "zstd -T0 -3, to null", "memory (tool: file) to null, in-process", true],
-    ["zstd", "ours zstd, memory, warm", "zstd -T0 -3, to null", "memory (tool: file) to null, in-process, warm pool", true],
+    ["zstd", "ours zstd, memory, warm", "zstd -T0 -3, to null", "memory (tool: file) to null, in-process, warm", true],
   ] as const) {
     const wall = (r: Run) => (inProcess ? r.innerWall : r.wall);
     const cpu = (r: Run) => (inProcess ? r.innerCpu : r.cpu);

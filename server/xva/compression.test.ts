@@ -4,11 +4,11 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { Readable, Writable } from "node:stream";
+import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createParallelCompressor, decompressing, sniffCompression, stopCompressionWorkers, type Compression } from "./compression.ts";
+import { createParallelCompressor, decompressing, sniffCompression, type Compression } from "./compression.ts";
 
 const MiB = 1024 * 1024;
 const WORDS = "the quick brown fox jumps over lazy dog virtual machine disk block export import storage volume snapshot clone pool host network xapi".split(" ");
@@ -316,8 +316,8 @@ describe("createParallelCompressor()", () => {
     source.destroy();
   });
 
-  test("the worker pool never keeps the process alive once the work is done", async () => {
-    // Workers are unref'd when idle and ended after 5 s: a script that compresses must exit well before that.
+  test("compressing never keeps the process alive once the work is done", async () => {
+    // The thread pool holds nothing once the last chunk is out: a script that compresses exits at once.
     const script = `
       import { createParallelCompressor } from ${JSON.stringify(new URL("./compression.ts", import.meta.url).href)};
       const compressor = createParallelCompressor("zstd", { threads: 2, chunkSize: 1 << 20 });
@@ -332,7 +332,7 @@ describe("createParallelCompressor()", () => {
     assert.ok(Date.now() - started < 3000, `exited after ${Date.now() - started} ms`);
   });
 
-  test("a compressor destroyed mid-stream errors, and the pool stays usable", async () => {
+  test("a compressor destroyed mid-stream errors, and later compressors work", async () => {
     const compressor = createParallelCompressor("gzip", { chunkSize: MiB });
     const failed = once(compressor, "error");
     compressor.write(randomBytes(3 * MiB));
@@ -341,18 +341,6 @@ describe("createParallelCompressor()", () => {
     assert.match(error.message, /client went away/);
     const again = await compress("gzip", Buffer.from("still works"));
     assert.equal((await decodeOurs(again)).data.toString(), "still works");
-  });
-
-  test("a worker that dies fails its compressor's stream with a clear error; a later compressor gets new workers", async () => {
-    const compressor = createParallelCompressor("gzip", { level: 9, chunkSize: 4 * MiB });
-    const sink = new Writable({ write: (_chunk, _encoding, callback) => callback() });
-    const done = pipeline(piecewise(randomBytes(32 * MiB), MiB), compressor, sink);
-    done.catch(() => {}); // asserted below
-    await sleep(50);
-    await stopCompressionWorkers();
-    await assert.rejects(done, /gzip compression failed: compression worker exited/);
-    const again = await compress("zstd", text(5 * MiB, 9));
-    assert.ok((await decodeOurs(again)).data.equals(text(5 * MiB, 9)));
   });
 });
 

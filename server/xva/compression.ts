@@ -1,10 +1,9 @@
 // Whole-stream compression of XVA archives for /export and /import (compat-notes §2): gzip or zstd, detected
 // on import by the first bytes. Export compresses on all cores, as `pigz` and `zstd -T0` do: the stream is cut
-// into chunks, each becomes an independent gzip member or zstd frame in a worker thread, and the members are
+// into chunks, each becomes an independent gzip member or zstd frame on libuv's thread pool, and the members are
 // written in input order; their concatenation is one valid stream for gzip/pigz/zstd -d and node:zlib.
 import { availableParallelism } from "node:os";
 import { PassThrough, Readable, Transform, type Duplex, type TransformCallback } from "node:stream";
-import { Worker } from "node:worker_threads";
 import zlib from "node:zlib";
 import { z } from "zod";
 
@@ -13,126 +12,20 @@ export type Compression = "gzip" | "zstd";
 const MiB = 1024 * 1024;
 const DEFAULT_CHUNK_SIZE = 4 * MiB;
 const DEFAULT_LEVEL: Record<Compression, number> = { gzip: 1, zstd: 3 };
-/** Workers idle this long are terminated (they are unref'd meanwhile, so they never hold the process open). */
-const IDLE_MS = 5_000;
+/** Output pieces of each chunk's compression: the default 16 KiB costs a callback and a buffer per piece. */
+const OUTPUT_PIECE = 256 * 1024;
 
-type Job = { id: number; kind: Compression; level: number; data: Uint8Array };
-/** The compressed chunk, and the input's buffer handed back for the next chunk. */
-type JobResult = { id: number; data: Uint8Array; input: ArrayBuffer; error?: undefined } | { id: number; error: string };
-type Done = { data: Buffer; input: ArrayBuffer };
-
-// The worker, as plain JavaScript evaluated in the thread: it starts in milliseconds, where loading this module
-// (type stripping, zod) would cost a worker ~100 ms of CPU before its first chunk. getBuiltinModule rather than
-// require or import: the source runs as a script or as a module depending on the inherited flags.
-const WORKER_SOURCE = `
-const { parentPort } = process.getBuiltinModule("node:worker_threads");
-const zlib = process.getBuiltinModule("node:zlib");
-parentPort.on("message", (job) => {
-  let out;
-  try {
-    // 256 KiB output pieces: measured ~20% faster for zstd than one worst-case-sized buffer (fresh pages
-    // on every call). memLevel 9: level 1 deflate runs ~12% faster with the bigger hash, output ~0.2% larger.
-    const chunkSize = 262144;
-    out = job.kind === "gzip"
-      ? zlib.gzipSync(job.data, { level: job.level, memLevel: 9, chunkSize })
-      // The content checksum is what the zstd CLI writes by default.
-      : zlib.zstdCompressSync(job.data, { chunkSize, params: { [zlib.constants.ZSTD_c_compressionLevel]: job.level, [zlib.constants.ZSTD_c_checksumFlag]: 1 } });
-  } catch (error) {
-    parentPort.postMessage({ id: job.id, error: error instanceof Error ? error.message : String(error) });
-    return;
-  }
-  // A buffer of 64 KiB or more is never Buffer's shared 8 KiB pool: hand it over, no copy.
-  const transfer = [job.data.buffer];
-  if (out.buffer.byteLength >= 65536) transfer.push(out.buffer);
-  parentPort.postMessage({ id: job.id, data: out, input: job.data.buffer }, transfer);
-});
-`;
-
-// ---- The pool: shared by every compressor of the process, created on first use, ended when idle. ----
-
-type Pending = { resolve: (done: Done) => void; reject: (error: Error) => void };
-type Slot = { worker: Worker; jobs: Map<number, Pending>; dead: boolean };
-
-const slots: Slot[] = [];
-let nextJobId = 0;
-let idleTimer: NodeJS.Timeout | null = null;
-
-function startSlot(): Slot {
-  const worker = new Worker(WORKER_SOURCE, { eval: true });
-  const slot: Slot = { worker, jobs: new Map(), dead: false };
-  const fail = (error: Error) => {
-    if (slot.dead) return;
-    slot.dead = true;
-    const index = slots.indexOf(slot);
-    if (index >= 0) slots.splice(index, 1);
-    const jobs = [...slot.jobs.values()];
-    slot.jobs.clear();
-    for (const job of jobs) job.reject(error);
-    void worker.terminate();
-    scheduleIdle();
-  };
-  worker.on("message", (result: JobResult) => {
-    const job = slot.jobs.get(result.id);
-    if (job === undefined) return;
-    slot.jobs.delete(result.id);
-    if (slot.jobs.size === 0) worker.unref();
-    if (result.error !== undefined) job.reject(new Error(result.error));
-    else job.resolve({ data: Buffer.from(result.data.buffer, result.data.byteOffset, result.data.byteLength), input: result.input });
-    scheduleIdle();
-  });
-  worker.on("error", (error) => fail(new Error(`compression worker failed: ${error.message}`, { cause: error })));
-  worker.on("messageerror", (error) => fail(new Error(`compression worker sent a bad message: ${error.message}`, { cause: error })));
-  worker.on("exit", (code) => fail(new Error(`compression worker exited (code ${code})`)));
-  worker.unref();
-  slots.push(slot);
-  return slot;
-}
-
-/** Terminates the pool once every worker is idle for IDLE_MS; the timer itself never holds the process open. */
-function scheduleIdle() {
-  if (idleTimer !== null) clearTimeout(idleTimer);
-  idleTimer = null;
-  if (slots.length === 0 || slots.some((slot) => slot.jobs.size > 0)) return;
-  idleTimer = setTimeout(() => {
-    idleTimer = null;
-    if (slots.some((slot) => slot.jobs.size > 0)) return;
-    for (const slot of slots.splice(0)) {
-      slot.dead = true;
-      void slot.worker.terminate();
-    }
-  }, IDLE_MS);
-  idleTimer.unref();
-}
-
-/** Ends the pool now (shutdown, tests): chunks in flight fail, and their compressors with them; a later compressor starts a new pool. */
-export async function stopCompressionWorkers(): Promise<void> {
-  await Promise.all(slots.map((slot) => slot.worker.terminate()));
-}
-
-/** Starts the workers still missing, so that their start-up overlaps the filling of the first chunk. */
-function warmUp(threads: number) {
-  if (idleTimer !== null) clearTimeout(idleTimer);
-  idleTimer = null;
-  while (slots.length < threads) startSlot();
-  scheduleIdle();
-}
-
-/** Runs one chunk on the least busy of the first `threads` workers; `data`'s ArrayBuffer is transferred (detached here). */
-function runJob(kind: Compression, level: number, data: Uint8Array, threads: number): Promise<Done> {
-  warmUp(threads);
-  let slot = slots[0]!;
-  for (let i = 1; i < threads; i++) if (slots[i]!.jobs.size < slot.jobs.size) slot = slots[i]!;
-  const id = nextJobId++;
-  return new Promise<Done>((resolve, reject) => {
-    slot.jobs.set(id, { resolve, reject });
-    slot.worker.ref();
-    try {
-      slot.worker.postMessage({ id, kind, level, data } satisfies Job, [data.buffer as ArrayBuffer]);
-    } catch (error) {
-      slot.jobs.delete(id);
-      if (slot.jobs.size === 0) slot.worker.unref();
-      reject(error instanceof Error ? error : new Error(String(error)));
-    }
+/**
+ * One chunk as an independent gzip member or zstd frame, compressed on libuv's thread pool (node:zlib's async
+ * form): several chunks at once run on several cores, without worker threads (an isolate each, ~100 MiB more
+ * RSS for a pool, and slower for zstd: measured). memLevel 9: level 1 deflate runs ~12% faster with the bigger
+ * hash, output ~0.2% larger. zstd frames carry the content checksum, as the zstd CLI writes by default.
+ */
+function compressChunk(kind: Compression, level: number, data: Uint8Array): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const done = (error: Error | null, out: Buffer) => (error ? reject(error) : resolve(out));
+    if (kind === "gzip") zlib.gzip(data, { level, memLevel: 9, chunkSize: OUTPUT_PIECE }, done);
+    else zlib.zstdCompress(data, { chunkSize: OUTPUT_PIECE, params: { [zlib.constants.ZSTD_c_compressionLevel]: level, [zlib.constants.ZSTD_c_checksumFlag]: 1 } }, done);
   });
 }
 
@@ -149,15 +42,14 @@ const compressorSchema = z
   })
   .refine((o) => o.level === undefined || (o.level >= levelRange[o.kind][0] && o.level <= levelRange[o.kind][1]), { message: "level out of range for this compression", path: ["level"] });
 
-/** A Transform that compresses on all cores: input is cut into chunks (default 4 MiB), each compressed independently in a worker thread (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. At most ~2×threads chunks in flight: a consumer that stops reading stops the producer (backpressure), memory stays flat. */
+/** A Transform that compresses on all cores: input is cut into chunks (default 4 MiB), each compressed independently on libuv's thread pool (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. At most ~2×threads chunks in flight: a consumer that stops reading stops the producer (backpressure), memory stays flat. */
 export function createParallelCompressor(kind: Compression, options?: { level?: number; threads?: number; chunkSize?: number }): Transform {
   const parsed = compressorSchema.parse({ kind, ...options });
   const level = parsed.level ?? DEFAULT_LEVEL[kind];
   const threads = parsed.threads ?? availableParallelism();
   const chunkSize = parsed.chunkSize ?? DEFAULT_CHUNK_SIZE;
-  // Two per worker: one compressing, one queued behind it, so a worker never waits for the main thread.
+  // Two per core: one compressing, one queued behind it, so a core never waits for the main thread.
   const limit = 2 * threads;
-  warmUp(threads);
 
   let current: Buffer | null = null; // the chunk being filled
   let filled = 0;
@@ -168,7 +60,7 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
   let dispatched = 0; // chunks sent to workers
   let pushed = 0; // chunks whose output went out, in order
   const finished = new Map<number, Buffer>(); // outputs that arrived ahead of an earlier chunk's
-  const spare: ArrayBuffer[] = []; // input buffers back from the workers, reused rather than allocated again
+  const spare: Buffer[] = []; // input buffers whose compression is done, reused rather than allocated again
   let stopped = false;
 
   function dispatch() {
@@ -176,11 +68,12 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
     const seq = dispatched++;
     current = null;
     filled = 0;
-    runJob(kind, level, data, threads).then(
-      (done) => {
+    const buffer = data.byteLength === chunkSize ? (data as Buffer) : null;
+    compressChunk(kind, level, data).then(
+      (out) => {
         if (stopped) return;
-        if (done.input.byteLength === chunkSize && spare.length < limit) spare.push(done.input);
-        finished.set(seq, done.data);
+        if (buffer !== null && spare.length < limit) spare.push(buffer);
+        finished.set(seq, out);
         for (let next = finished.get(pushed); next !== undefined; next = finished.get(pushed)) {
           finished.delete(pushed++);
           stream.push(next);
@@ -203,8 +96,7 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
         dispatch();
       }
       if (input === null) break;
-      // Outside Buffer's shared pool: its ArrayBuffer is transferred to the worker.
-      current ??= spare.length > 0 ? Buffer.from(spare.pop()!) : Buffer.allocUnsafeSlow(chunkSize);
+      current ??= spare.pop() ?? Buffer.allocUnsafeSlow(chunkSize);
       const n = Math.min(input.byteLength - inputOffset, chunkSize - filled);
       input.copy(current, filled, inputOffset, inputOffset + n);
       filled += n;
@@ -254,7 +146,7 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
       pump();
     },
     destroy(error, callback) {
-      // Chunks already in workers finish there and are dropped; nothing else is held.
+      // Chunks already on the thread pool finish there and are dropped; nothing else is held.
       stopped = true;
       finished.clear();
       spare.length = 0;
