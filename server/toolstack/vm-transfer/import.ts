@@ -3,7 +3,9 @@
 // and filled through its datapath's NBD export, every block's checksum verified. New refs and uuids always;
 // `restore` keeps the VM's uuid and MACs and replaces a halted VM of that uuid. Any failure undoes it all.
 import type { Readable } from "node:stream";
+import { BufferPool } from "../../nbd/buffer-pool.ts";
 import { decompressing } from "../../xva/compression.ts";
+import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { OvaXmlError } from "../../xva/ova-xml.ts";
 import { openXva, type XvaArchive, XvaChecksumError, XvaReadError } from "../../xva/reader.ts";
 import { createVbd } from "../calls/vbd.ts";
@@ -140,10 +142,16 @@ async function fillDisks(ts: Toolstack, control: TaskControl, state: TransferSta
           yield block;
         }
       })();
-      await writeDiskBlocks(volume.client, blocks, (end) => {
-        control.signal.throwIfAborted();
-        if (total > 0) control.progress((before + end) / total);
-      });
+      await writeDiskBlocks(
+        volume.client,
+        blocks,
+        (end) => {
+          control.signal.throwIfAborted();
+          if (total > 0) control.progress((before + end) / total);
+        },
+        // Whole blocks go back to the reader's pool; a trimmed last block is a view, left to the GC.
+        (data) => data.byteLength === XVA_BLOCK_SIZE && data.byteOffset === 0 && blockBuffers.give(data),
+      );
     } finally {
       await volume.close();
       await state.released(volume.attachment);
@@ -156,10 +164,13 @@ async function fillDisks(ts: Toolstack, control: TaskControl, state: TransferSta
   return mismatches;
 }
 
+/** Blocks' buffers, reused from one written block to the next read (shared by the imports of the process). */
+const blockBuffers = new BufferPool(24 * XVA_BLOCK_SIZE);
+
 /** Opens the (possibly compressed) archive up to its ova.xml. */
 async function open(source: Readable, force: boolean): Promise<XvaArchive> {
   const { stream } = await decompressing(source);
-  return openXva(stream, { force });
+  return openXva(stream, { force, blockBuffers });
 }
 
 /** /import: answers the refs of the VMs made. */

@@ -121,16 +121,29 @@ export async function* readDiskBlocks(client: NbdClient, size: number, signal: A
   }
 }
 
-/** Writes blocks at their offsets, WINDOW in flight, zero blocks left out (a new volume reads zeros there); then flushes. */
-export async function writeDiskBlocks(client: NbdClient, blocks: AsyncIterable<{ offset: number; data: Buffer }>, onBlock: (end: number) => void): Promise<void> {
+/**
+ * Writes blocks at their offsets, WINDOW in flight, zero blocks left out (a new volume reads zeros there); then
+ * flushes. Each block's buffer goes to `done` once written (or skipped), for reuse.
+ */
+export async function writeDiskBlocks(
+  client: NbdClient,
+  blocks: AsyncIterable<{ offset: number; data: Buffer }>,
+  onBlock: (end: number) => void,
+  done: (data: Buffer) => void = () => {},
+): Promise<void> {
   const inFlight = new Set<Promise<void>>();
   let failure: unknown;
   for await (const block of blocks) {
     if (failure !== undefined) break;
-    if (!isZero(block.data)) {
-      const write = client.write(block.offset, block.data).catch((error: unknown) => {
-        failure ??= error;
-      });
+    if (isZero(block.data)) {
+      done(block.data);
+    } else {
+      const write = client.write(block.offset, block.data).then(
+        () => done(block.data),
+        (error: unknown) => {
+          failure ??= error;
+        },
+      );
       inFlight.add(write);
       void write.finally(() => inFlight.delete(write));
       if (inFlight.size >= WINDOW) await Promise.race(inFlight);
