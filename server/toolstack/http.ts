@@ -88,13 +88,20 @@ async function serveXmlRpc(ts: Toolstack, request: IncomingMessage, response: Se
   send(response, 200, "text/xml", outcome.ok ? formatXmlRpcSuccess(outcome.value) : formatXmlRpcFailure(outcome.error.description));
 }
 
-/** The request handler shared by the HTTP and HTTPS servers. */
+/** Whether the client waits for `100 Continue` before sending its body. */
+export function expectsContinue(request: IncomingMessage): boolean {
+  return String(request.headers.expect ?? "").toLowerCase() === "100-continue";
+}
+
+/** The request handler shared by the HTTP and HTTPS servers (for requests and for `Expect: 100-continue`). */
 export function createHandler(ts: Toolstack, options: HttpOptions = {}) {
   const limit = options.maxApiBody ?? DEFAULT_MAX_API_BODY;
   return (request: IncomingMessage, response: ServerResponse): void => {
     const url = new URL(request.url ?? "/", "http://toolstack");
     const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, "") : url.pathname;
     const route = options.routes?.[path];
+    // Routes decide for themselves whether a body is welcome (they refuse before it is sent); API calls always are.
+    if (route === undefined && expectsContinue(request)) response.writeContinue();
     const work =
       route !== undefined
         ? route(ts, request, response, url)

@@ -69,6 +69,8 @@ export async function serveToolstack(options: ServeOptions): Promise<RunningTool
     const routes = Object.assign({}, ...(options.features ?? []).map((feature) => feature.routes ?? {}), options.routes);
     const handler = createHandler(ts, { ...options, routes });
     const http = createHttpServer(handler);
+    // `Expect: 100-continue` (curl -T) is answered by the handler: an upload refused is refused before its body.
+    http.on("checkContinue", handler);
     // event.from holds a request up to a minute; the defaults would cut it.
     http.requestTimeout = 0;
     const httpPort = await listen(http, options.port, options.address);
@@ -76,6 +78,7 @@ export async function serveToolstack(options: ServeOptions): Promise<RunningTool
     let httpsPort: number | null = null;
     if (options.httpsPort !== null) {
       https = createHttpsServer(await tlsMaterial(ts.dataDir, options.tlsCert, options.tlsKey), handler);
+      https.on("checkContinue", handler);
       https.requestTimeout = 0;
       httpsPort = await listen(https, options.httpsPort, options.address);
     }

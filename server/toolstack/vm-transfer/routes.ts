@@ -7,7 +7,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { z } from "zod";
 import type { Compression } from "../../xva/compression.ts";
 import { defaultSr } from "../calls/pool.ts";
-import type { Route } from "../http.ts";
+import { expectsContinue, type Route } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
 import { attachedSr, pbdOf } from "../srs.ts";
 import type { Feature, Toolstack } from "../toolstack.ts";
@@ -130,7 +130,7 @@ function resource(methods: readonly string[], serve: (ts: Toolstack, request: In
     } catch (error) {
       if (!(error instanceof ResourceRefusal)) throw error;
       await answerRefusal(ts, response, error, taskRef);
-      if (!request.complete) request.destroy();
+      // A body not read (or not sent: Expect: 100-continue) makes Node close the connection after the answer.
     } finally {
       await caller?.release().catch(() => undefined);
     }
@@ -224,6 +224,7 @@ function serveImport(metadataOnly: boolean) {
       throw refuse(400, new XenApiError("IMPORT_ERROR", ["the request has no body: send the archive"]));
     }
     const task = await taskFor(ts, args, metadataOnly ? "VM metadata import" : "VM import");
+    if (expectsContinue(request)) response.writeContinue();
     response.writeHead(200, { "task-id": task, "content-type": "application/octet-stream" });
     response.flushHeaders();
     const outcome = await runInTask(ts, task, async (control) => {

@@ -234,6 +234,16 @@ describe("PUT /import", () => {
     assert.equal(failed.status, "failure");
     assert.deepEqual((failed.error_info as string[])[0], "HANDLE_INVALID");
     assert.equal((await http(`${base}/import?session_id=${host.client.session}`)).status, 405);
+    // curl -T waits for 100 Continue: a refused upload is refused before its body is sent.
+    const dir = await mkdtemp(join(tmpdir(), "hangar-continue-"));
+    try {
+      await writeFile(join(dir, "big.xva"), Buffer.alloc(8 * MiB));
+      const headers = execFileSync("curl", ["-sS", "-D", "-", "-o", "/dev/null", "-T", join(dir, "big.xva"), `${base}/import?session_id=OpaqueRef:nope`]).toString();
+      assert.doesNotMatch(headers, /100 Continue/);
+      assert.match(headers, /^HTTP\/1\.1 401/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   test("HTTP Basic credentials work in place of a session", async () => {
