@@ -58,3 +58,12 @@ export function megabytesPerSecond(bytes: number, seconds: number): number {
 export function spread(samples: Samples, digits = 0): string {
   return `${samples.min.toFixed(digits)}–${samples.max.toFixed(digits)}`;
 }
+
+/** A positive number from the environment (HANGAR_BENCH_SCALE, HANGAR_BENCH_RUNS), or `fallback` when unset. */
+export function positiveEnv(name: string, fallback: number): number {
+  const value = process.env[name];
+  if (value === undefined || value === "") return fallback;
+  const number = Number(value);
+  if (!Number.isFinite(number) || number <= 0) throw new Error(`${name} must be a positive number, not "${value}"`);
+  return number;
+}

@@ -1,13 +1,6 @@
 // Sizes and repetitions of the toolstack suite. HANGAR_BENCH_SCALE (default 1: the sizes the rows are
 // stated for) scales the number of calls and of volumes; HANGAR_BENCH_RUNS sets the rounds.
-import { z } from "zod";
-
-const zPositive = (name: string) =>
-  z.coerce
-    .number({ error: `${name} must be a positive number` })
-    .positive(`${name} must be a positive number`)
-    .finite()
-    .optional();
+import { positiveEnv } from "../measure.ts";
 
 export interface ToolstackSizes {
   scale: number;
@@ -30,8 +23,8 @@ export interface ToolstackSizes {
 }
 
 export function toolstackSizes(): ToolstackSizes {
-  const scale = zPositive("HANGAR_BENCH_SCALE").parse(process.env.HANGAR_BENCH_SCALE || undefined) ?? 1;
-  const rounds = Math.round(zPositive("HANGAR_BENCH_RUNS").parse(process.env.HANGAR_BENCH_RUNS || undefined) ?? 3);
+  const scale = positiveEnv("HANGAR_BENCH_SCALE", 1);
+  const rounds = Math.round(positiveEnv("HANGAR_BENCH_RUNS", 3));
   const scaled = (n: number, least: number) => Math.max(least, Math.round(n * scale));
   return {
     scale,

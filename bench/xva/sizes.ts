@@ -1,14 +1,6 @@
 // Sizes and repetitions of the XVA suite. HANGAR_BENCH_SCALE (default 1: the sizes the rows are stated for)
 // scales the disks and their data runs alike, so the layout keeps its shape; HANGAR_BENCH_RUNS sets the rounds.
-import { z } from "zod";
-import { GiB, MiB } from "../measure.ts";
-
-const zPositive = (name: string) =>
-  z.coerce
-    .number({ error: `${name} must be a positive number` })
-    .positive(`${name} must be a positive number`)
-    .finite()
-    .optional();
+import { GiB, MiB, positiveEnv } from "../measure.ts";
 
 export interface DiskLayout {
   /** Virtual size, bytes (a whole number of periods). */
@@ -37,8 +29,8 @@ function layout(size: number, scale: number): DiskLayout {
 }
 
 export function xvaSizes(): XvaSizes {
-  const scale = zPositive("HANGAR_BENCH_SCALE").parse(process.env.HANGAR_BENCH_SCALE || undefined) ?? 1;
-  const rounds = Math.max(1, Math.round(zPositive("HANGAR_BENCH_RUNS").parse(process.env.HANGAR_BENCH_RUNS || undefined) ?? 1));
+  const scale = positiveEnv("HANGAR_BENCH_SCALE", 1);
+  const rounds = Math.max(1, Math.round(positiveEnv("HANGAR_BENCH_RUNS", 1)));
   return { scale, rounds, big: layout(4 * GiB, scale), small: layout(GiB, scale) };
 }
 

@@ -64,8 +64,8 @@ export function progressLine(estimate: ProgressEstimate): string {
 // Transfers (vm-import, vm-export): bytes moved, the byte rate, and the time left from whichever is known —
 // the total size, or else the task's own fraction.
 
-/** 10737418240 → "10 GiB", 1610612736 → "1.5 GiB". */
-export function formatSize(bytes: number): string {
+/** 1610612736 → "1.5 GiB"; 10737418240 → "10.0 GiB" (steady width while a figure moves), or "10 GiB" with `trim`. */
+export function formatSize(bytes: number, trim = false): string {
   const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
   let value = bytes;
   let unit = 0;
@@ -73,7 +73,7 @@ export function formatSize(bytes: number): string {
     value /= 1024;
     unit++;
   }
-  return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
+  return `${unit === 0 ? value : trim ? Number(value.toFixed(1)) : value.toFixed(1)} ${units[unit]}`;
 }
 
 export interface TransferEstimate {

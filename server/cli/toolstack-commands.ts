@@ -1,11 +1,11 @@
 // The toolstack's commands: list SRs, VDIs, VMs and tasks, wait for a task, snapshot / clone / copy /
 // destroy a VDI. Each logs in to the XenAPI (JSON-RPC at --url) as any client does, and logs out after.
 import { z } from "zod";
-import { ProgressMeter, progressBar, progressLine } from "./progress.ts";
+import { formatSize, ProgressMeter, progressBar, progressLine } from "./progress.ts";
+import { DEFAULT_URL, resolveRef, withClient } from "./connection.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
 import { isFinished, type TaskRecord, taskResult, XenApiClient, zInt64, zTaskRecord } from "./xenapi-client.ts";
 
-const DEFAULT_URL = "http://127.0.0.1:8080";
 
 interface Command {
   summary: string;
@@ -25,41 +25,7 @@ const CONNECTION_HELP = `Connection and output:
   --json       print JSON instead of text
 `;
 
-/** Reads a password from the terminal without echoing it. */
-async function askPassword(prompt: string): Promise<string> {
-  const { stdin, stderr } = process;
-  if (!stdin.isTTY) throw new UsageError("no password: set HANGAR_PASSWORD (or run on a terminal to be asked)");
-  stderr.write(prompt);
-  stdin.setRawMode(true);
-  stdin.setEncoding("utf8");
-  let typed = "";
-  try {
-    for await (const chunk of stdin) {
-      for (const char of chunk as string) {
-        if (char === "\r" || char === "\n") return typed;
-        if (char === "\u0003") throw new Error("interrupted");
-        typed = char === "\u007f" || char === "\b" ? typed.slice(0, -1) : typed + char;
-      }
-    }
-    return typed;
-  } finally {
-    stdin.setRawMode(false);
-    stderr.write("\n");
-  }
-}
 
-/** Logs in, runs `work`, logs out whatever happens. */
-async function withClient<T>(values: { url?: string; user?: string }, work: (client: XenApiClient) => Promise<T>): Promise<T> {
-  const url = values.url ?? (process.env.HANGAR_URL || DEFAULT_URL);
-  const user = values.user ?? "root";
-  const password = process.env.HANGAR_PASSWORD ?? (await askPassword(`Password for ${user} at ${url}: `));
-  const client = await XenApiClient.login(url, user, password);
-  try {
-    return await work(client);
-  } finally {
-    await client.logout();
-  }
-}
 
 function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
@@ -72,31 +38,11 @@ function printTable(headers: readonly string[], rows: readonly string[][]): void
   process.stdout.write(`${[line(headers), ...rows.map(line)].join("\n")}\n`);
 }
 
-/** 10737418240 → "10 GiB", 1610612736 → "1.5 GiB". */
-function formatBytes(bytes: number): string {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-  let value = bytes;
-  let unit = 0;
-  while (Math.abs(value) >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${unit === 0 ? value : Number(value.toFixed(1))} ${units[unit]}`;
-}
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const zRef = z.string();
 const zRefs = z.array(z.string());
 // Records are checked for the fields shown (loose: --json prints them whole).
 
-/** An object given by ref, uuid or (`byName`) name label: its ref. */
-async function resolve(client: XenApiClient, cls: string, given: string, byName = false): Promise<string> {
-  if (given.startsWith("OpaqueRef:")) return given;
-  if (UUID.test(given) || !byName) return client.call(zRef, `${cls}.get_by_uuid`, given);
-  const refs = await client.call(zRefs, `${cls}.get_by_name_label`, given);
-  if (refs.length !== 1) throw new Error(refs.length === 0 ? `no ${cls} named "${given}"` : `${refs.length} ${cls}s are named "${given}": give a uuid`);
-  return refs[0]!;
-}
 
 const zSr = z.looseObject({
   uuid: z.string(),
@@ -162,7 +108,7 @@ const srList = listCommand({
     if (values.json) return printJson(withRefs(srs));
     printTable(
       ["UUID", "NAME", "TYPE", "SIZE", "USED", "VDIS", "HEALTH"],
-      Object.values(srs).map((sr) => [sr.uuid, sr.name_label, sr.type, formatBytes(sr.physical_size), formatBytes(sr.physical_utilisation), String(sr.VDIs.length), sr.health?.[0] ?? ""]),
+      Object.values(srs).map((sr) => [sr.uuid, sr.name_label, sr.type, formatSize(sr.physical_size, true), formatSize(sr.physical_utilisation, true), String(sr.VDIs.length), sr.health?.[0] ?? ""]),
     );
   },
 });
@@ -173,14 +119,14 @@ const vdiList = listCommand({
   describe: "Lists VDIs: uuid, name, SR, virtual size, space used, type, and whether it is a snapshot or read-only.\n\nOptions:\n  --sr SR   only the VDIs of this SR (uuid or name)",
   options: { sr: { type: "string" } },
   async list(client, values) {
-    const only = typeof values.sr === "string" ? await resolve(client, "SR", values.sr, true) : undefined;
+    const only = typeof values.sr === "string" ? await resolveRef(client, "SR", values.sr, true) : undefined;
     const [vdis, srs] = await Promise.all([client.records("VDI", zVdi), client.records("SR", zSr)]);
     const shown = Object.fromEntries(Object.entries(vdis).filter(([, vdi]) => only === undefined || vdi.SR === only));
     if (values.json) return printJson(withRefs(shown));
     const flags = (vdi: z.infer<typeof zVdi>) => [vdi.is_a_snapshot ? "snapshot" : "", vdi.read_only ? "read-only" : ""].filter(Boolean).join(",");
     printTable(
       ["UUID", "NAME", "SR", "SIZE", "USED", "TYPE", "FLAGS"],
-      Object.values(shown).map((vdi) => [vdi.uuid, vdi.name_label, srs[vdi.SR]?.name_label ?? vdi.SR, formatBytes(vdi.virtual_size), formatBytes(vdi.physical_utilisation), vdi.type, flags(vdi)]),
+      Object.values(shown).map((vdi) => [vdi.uuid, vdi.name_label, srs[vdi.SR]?.name_label ?? vdi.SR, formatSize(vdi.virtual_size, true), formatSize(vdi.physical_utilisation, true), vdi.type, flags(vdi)]),
     );
   },
 });
@@ -194,7 +140,7 @@ const vmList = listCommand({
     if (values.json) return printJson(withRefs(vms));
     printTable(
       ["UUID", "NAME", "POWER", "VCPUS", "MEMORY", "VBDS"],
-      Object.values(vms).map((vm) => [vm.uuid, vm.name_label, vm.power_state, String(vm.VCPUs_max), formatBytes(vm.memory_static_max), String(vm.VBDs.length)]),
+      Object.values(vms).map((vm) => [vm.uuid, vm.name_label, vm.power_state, String(vm.VCPUs_max), formatSize(vm.memory_static_max, true), String(vm.VBDs.length)]),
     );
   },
 });
@@ -253,7 +199,7 @@ ${CONNECTION_HELP}`,
     const { values, positionals } = parseCommandLine(argv, CONNECTION_OPTIONS);
     if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? "needs TASK" : `unexpected argument "${positionals[1]}"`);
     return withClient(values, async (client) => {
-      const ref = await resolve(client, "task", positionals[0]!);
+      const ref = await resolveRef(client, "task", positionals[0]!);
       return followTask(client, ref, values.json ?? false, async (task) => {
         const result = taskResult(task);
         if (values.json) printJson({ ref, ...task, result: result ?? null });
@@ -286,8 +232,8 @@ ${CONNECTION_HELP}`,
       if (copy && target === undefined) throw new UsageError("needs --sr SR");
       if (!copy && target !== undefined) throw new UsageError("--sr is an option of vdi-copy only");
       return withClient(values, async (client) => {
-        const vdi = await resolve(client, "VDI", positionals[0]!);
-        const args = copy ? [await resolve(client, "SR", target!, true)] : operation === "destroy" ? [] : [{}];
+        const vdi = await resolveRef(client, "VDI", positionals[0]!);
+        const args = copy ? [await resolveRef(client, "SR", target!, true)] : operation === "destroy" ? [] : [{}];
         const ref = await client.call(zRef, `Async.VDI.${operation}`, vdi, ...args);
         if (values["no-wait"]) {
           if (values.json) printJson({ task: ref });

@@ -12,10 +12,10 @@ import { pipeline } from "node:stream/promises";
 import { z } from "zod";
 import { formatDuration, formatSize, TransferMeter, transferBar, transferLine } from "./progress.ts";
 import { packLegacyDirectory } from "../xva/legacy.ts";
+import { DEFAULT_URL, resolveRef, withClient } from "./connection.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
 import { type TaskRecord, taskResult, XenApiClient } from "./xenapi-client.ts";
 
-const DEFAULT_URL = "http://127.0.0.1:8080";
 /** Exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
 const INTERRUPTED = 130;
 
@@ -33,50 +33,9 @@ const CONNECTION_HELP = `Connection:
   --user NAME  user to log in as (default root); the password is $HANGAR_PASSWORD, else asked on a terminal
 `;
 
-async function askPassword(prompt: string): Promise<string> {
-  const { stdin, stderr } = process;
-  if (!stdin.isTTY) throw new UsageError("no password: set HANGAR_PASSWORD (or run on a terminal to be asked)");
-  stderr.write(prompt);
-  stdin.setRawMode(true);
-  stdin.setEncoding("utf8");
-  let typed = "";
-  try {
-    for await (const chunk of stdin) {
-      for (const char of chunk as string) {
-        if (char === "\r" || char === "\n") return typed;
-        if (char === "\u0003") throw new Error("interrupted");
-        typed = char === "\u007f" || char === "\b" ? typed.slice(0, -1) : typed + char;
-      }
-    }
-    return typed;
-  } finally {
-    stdin.setRawMode(false);
-    stderr.write("\n");
-  }
-}
 
-async function withClient<T>(values: { url?: string; user?: string }, work: (client: XenApiClient) => Promise<T>): Promise<T> {
-  const url = values.url ?? (process.env.HANGAR_URL || DEFAULT_URL);
-  const user = values.user ?? "root";
-  const password = process.env.HANGAR_PASSWORD ?? (await askPassword(`Password for ${user} at ${url}: `));
-  const client = await XenApiClient.login(url, user, password);
-  try {
-    return await work(client);
-  } finally {
-    await client.logout();
-  }
-}
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** An object given by ref, uuid or name label: its ref. */
-async function resolve(client: XenApiClient, cls: string, given: string): Promise<string> {
-  if (given.startsWith("OpaqueRef:")) return given;
-  if (UUID.test(given)) return client.call(z.string(), `${cls}.get_by_uuid`, given);
-  const refs = await client.call(z.array(z.string()), `${cls}.get_by_name_label`, given);
-  if (refs.length !== 1) throw new Error(refs.length === 0 ? `no ${cls} named "${given}"` : `${refs.length} ${cls}s are named "${given}": give a uuid`);
-  return refs[0]!;
-}
 
 // ---- HTTP: the transfer endpoints take the session in the query and may redirect to another host (§3).
 
@@ -380,7 +339,7 @@ ${CONNECTION_HELP}`,
     const { values, positionals } = parseCommandLine(argv, { ...CONNECTION_OPTIONS, sr: { type: "string" }, force: { type: "boolean" }, restore: { type: "boolean" } });
     if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? "needs FILE, DIR or URL" : `unexpected argument "${positionals[1]}"`);
     return withClient(values, async (client) => {
-      const sr = values.sr === undefined ? undefined : await resolve(client, "SR", values.sr);
+      const sr = values.sr === undefined ? undefined : await resolveRef(client, "SR", values.sr, true);
       const task = await putArchive(client, "import", { sr_id: sr, force: values.force ? "true" : undefined, restore: values.restore ? "true" : undefined }, positionals[0]!);
       return importOutcome(client, task, (done) => printVms(client, done));
     });
@@ -588,7 +547,7 @@ async function receive(client: XenApiClient, response: IncomingMessage, sink: Wr
 }
 
 async function resolveVm(client: XenApiClient, given: string): Promise<string> {
-  return client.call(z.string(), "VM.get_uuid", await resolve(client, "VM", given));
+  return client.call(z.string(), "VM.get_uuid", await resolveRef(client, "VM", given, true));
 }
 
 /** An export (whole or metadata) to stdout. */

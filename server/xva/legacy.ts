@@ -10,6 +10,7 @@ import { XMLParser } from "fast-xml-parser";
 import { pack as tarPack } from "tar-stream";
 import { z } from "zod";
 import type { XenRecord } from "../toolstack/xenapi/values.ts";
+import { entityDecoder } from "../toolstack/xenapi/xml-rpc.ts";
 import { OvaXmlError, type OvaObject, type OvaXml } from "./ova-xml.ts";
 
 /** Gunzipped, every chunk of a disk is exactly a decimal gigabyte, except the disk's last. */
@@ -28,20 +29,6 @@ const APPLIANCE_ROOT = /^\uFEFF?\s*(?:<\?xml[\s\S]*?\?>\s*)?(?:(?:<!--[\s\S]*?--
 export function isLegacyOvaXml(xml: string): boolean {
   return APPLIANCE_ROOT.test(xml);
 }
-
-const XML_ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'" };
-
-/** XML's own entities and character references only: entities a DOCTYPE declares are not expanded. */
-const entityDecoder = {
-  decode: (text: string) =>
-    text.replace(/&(?:#x([0-9a-fA-F]+)|#([0-9]+)|([a-z]+));/g, (whole, hex?: string, decimal?: string, name?: string) =>
-      name !== undefined ? (XML_ENTITIES[name] ?? whole) : String.fromCodePoint(hex !== undefined ? parseInt(hex, 16) : Number(decimal)),
-    ),
-  setExternalEntities: () => undefined,
-  addInputEntities: () => undefined,
-  reset: () => undefined,
-  setXmlVersion: () => undefined,
-};
 
 /** Elements that may repeat come as arrays whatever their count, so "missing" and "twice" are both visible. */
 const ELEMENTS = new Set(["appliance", "vm", "vdi", "vbd", "label", "shortdesc", "config", "hacks"]);

@@ -167,10 +167,17 @@ async function fillDisks(ts: Toolstack, control: TaskControl, state: TransferSta
 /** Blocks' buffers, reused from one written block to the next read (shared by the imports of the process). */
 const blockBuffers = new BufferPool(24 * XVA_BLOCK_SIZE);
 
-/** Opens the (possibly compressed) archive up to its ova.xml. */
-async function open(source: Readable, force: boolean): Promise<XvaArchive> {
+/** Opens the (possibly compressed) archive up to its ova.xml, and plans what importing it makes. */
+async function openPlanned(source: Readable, force: boolean): Promise<{ archive: XvaArchive; plan: ImportPlan }> {
   const { stream } = await decompressing(source);
-  return openXva(stream, { force, blockBuffers });
+  const archive = await openXva(stream, { force, blockBuffers });
+  try {
+    checkVersion(archive.metadata.version);
+    return { archive, plan: planImport(archive.metadata) };
+  } catch (error) {
+    archive.close();
+    throw error;
+  }
 }
 
 /** /import: answers the refs of the VMs made. */
@@ -178,9 +185,8 @@ export async function importVm(ts: Toolstack, control: TaskControl, source: Read
   const state = new TransferState(ts, control, "import");
   let archive: XvaArchive | undefined;
   try {
-    archive = await open(source, options.force);
-    checkVersion(archive.metadata.version);
-    const plan = planImport(archive.metadata);
+    let plan: ImportPlan;
+    ({ archive, plan } = await openPlanned(source, options.force));
     const made = await createDisks(ts, state, plan, options.sr);
     const vms = await createVms(ts, control.ref, state, plan.vms, new Map([...made].map(([id, disk]) => [id, disk.vdi])), options.restore);
     const mismatches = await fillDisks(ts, control, state, archive, plan, options.sr, made);
@@ -209,9 +215,8 @@ export async function importMetadata(ts: Toolstack, control: TaskControl, source
   const state = new TransferState(ts, control, "import");
   let archive: XvaArchive | undefined;
   try {
-    archive = await open(source, options.force);
-    checkVersion(archive.metadata.version);
-    const plan = planImport(archive.metadata);
+    let plan: ImportPlan;
+    ({ archive, plan } = await openPlanned(source, options.force));
     const byId = new Map(archive.metadata.objects.map((object) => [object.id, object.snapshot]));
     const vdis = new Map<string, string>();
     for (const disk of plan.disks.values()) {

@@ -17,7 +17,7 @@ const XML_ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot:
  * XML's own entities and character references (&#13;, &#x1F4BE;: clients escape control characters so).
  * Entities a DOCTYPE declares are not expanded: XML-RPC has no DTD, and expansion is an attack surface.
  */
-const entityDecoder = {
+export const entityDecoder = {
   decode: (text: string) =>
     text.replace(/&(?:#x([0-9a-fA-F]+)|#([0-9]+)|([a-z]+));/g, (whole, hex?: string, decimal?: string, name?: string) =>
       name !== undefined ? (XML_ENTITIES[name] ?? whole) : String.fromCodePoint(hex !== undefined ? parseInt(hex, 16) : Number(decimal)),
