@@ -73,5 +73,6 @@ export function writeXva(options: XvaWriteOptions): Readable {
   }
 
   produce().catch((error: unknown) => pack.destroy(error instanceof Error ? error : new Error(String(error))));
-  return Readable.from(pack);
+  // Counted in bytes, not in chunks: sixteen 1 MiB chunks would otherwise wait here.
+  return Readable.from(pack, { objectMode: false, highWaterMark: XVA_BLOCK_SIZE });
 }
