@@ -114,7 +114,7 @@ export interface TestToolstack {
 }
 
 /** A toolstack with every feature over a fresh host, on a free port of 127.0.0.1. */
-export async function startTestToolstack(options: { pluginRoot?: string; pluginTimeoutMs?: number } = {}): Promise<TestToolstack> {
+export async function startTestToolstack(options: { pluginRoot?: string; pluginTimeoutMs?: number; httpsPort?: number | null } = {}): Promise<TestToolstack> {
   const host = await testHost();
   const start = async () => {
     const service = await serveToolstack({

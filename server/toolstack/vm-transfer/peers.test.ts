@@ -176,3 +176,30 @@ describe("Debian tools", () => {
     assert.ok((await readVdi(host.service.ts, await diskOf(made), d2)).equals(diskBytes(d2)));
   });
 });
+
+describe("HTTPS", () => {
+  test("curl -T uploads and curl downloads over HTTPS (the self-signed certificate of the data dir)", async () => {
+    const secure = await startTestToolstack({ httpsPort: 0 });
+    try {
+      const base = `https://127.0.0.1:${secure.service.httpsPort}`;
+      const d: TestDisk = { size: 4 * MiB, blocks: new Map([[2, patternBlock(71)]]) };
+      const file = join(work, "https.xva");
+      await writeFile(file, await collect(testXva({ name: "over https", disks: [d] })));
+      const { stdout } = await run("curl", ["-ksSf", "-D", "-", "-o", "/dev/null", "-T", file, `${base}/import?session_id=${secure.client.session}`]);
+      const task = /^task-id: (\S+)/im.exec(stdout)?.[1];
+      assert.ok(task !== undefined, stdout);
+      const record = await secure.client.waitTask(task);
+      assert.equal(record.status, "success", JSON.stringify(record.error_info));
+      const vm = (parseXmlRpcValue(String(record.result)) as string[])[0]!;
+      const out = join(work, "https-export.xva");
+      await run("curl", ["-ksSf", "-o", out, `${base}/export?session_id=${secure.client.session}&ref=${vm}&use_compression=gzip`]);
+      const { stdout: listing } = await run("tar", ["-tzf", out]);
+      assert.match(listing, /^ova\.xml\n/);
+      assert.match(listing, /\/00000002\.xxhash/);
+    } finally {
+      await secure.stop();
+      // A second host took over the environment its plugins read: give it back to this file's host.
+      process.env.HANGAR_DATA_DIR = host.dataDir;
+    }
+  });
+});
