@@ -10,7 +10,7 @@ import { z } from "zod";
 export type Compression = "gzip" | "zstd";
 
 const MiB = 1024 * 1024;
-const DEFAULT_CHUNK_SIZE = 4 * MiB;
+const DEFAULT_CHUNK_SIZE = 2 * MiB;
 const DEFAULT_LEVEL: Record<Compression, number> = { gzip: 1, zstd: 3 };
 /** Output pieces of each chunk's compression: the default 16 KiB costs a callback and a buffer per piece. */
 const OUTPUT_PIECE = 256 * 1024;
@@ -42,7 +42,7 @@ const compressorSchema = z
   })
   .refine((o) => o.level === undefined || (o.level >= levelRange[o.kind][0] && o.level <= levelRange[o.kind][1]), { message: "level out of range for this compression", path: ["level"] });
 
-/** A Transform that compresses on all cores: input is cut into chunks (default 4 MiB), each compressed independently on libuv's thread pool (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. At most ~2×threads chunks in flight: a consumer that stops reading stops the producer (backpressure), memory stays flat. */
+/** A Transform that compresses on all cores: input is cut into chunks (default 2 MiB: measured as fast as 4 MiB, with less memory in flight), each compressed independently on libuv's thread pool (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. At most ~2×threads chunks in flight: a consumer that stops reading stops the producer (backpressure), memory stays flat. */
 export function createParallelCompressor(kind: Compression, options?: { level?: number; threads?: number; chunkSize?: number }): Transform {
   const parsed = compressorSchema.parse({ kind, ...options });
   const level = parsed.level ?? DEFAULT_LEVEL[kind];
