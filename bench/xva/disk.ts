@@ -5,10 +5,9 @@ import { randomFillSync } from "node:crypto";
 import { closeSync, ftruncateSync, openSync, writeSync } from "node:fs";
 import { open } from "node:fs/promises";
 import type { Readable } from "node:stream";
-import { XVA_BLOCK_SIZE } from "../../server/xva/format.ts";
+import { isZeroBlock, XVA_BLOCK_SIZE } from "../../server/xva/format.ts";
 import { formatOvaXml } from "../../server/xva/ova-xml.ts";
 import { type XvaBlock, writeXva } from "../../server/xva/writer.ts";
-import { isZero } from "../../server/toolstack/vm-transfer/volume-io.ts";
 import { vmObjects } from "../../server/toolstack/vm-transfer/testing.ts";
 import { MiB } from "../measure.ts";
 import { type DiskLayout, RUNS_PER_PERIOD } from "./sizes.ts";
@@ -97,7 +96,7 @@ async function* rawBlocks(path: string, size: number): AsyncGenerator<XvaBlock> 
       const data = Buffer.allocUnsafe(Math.min(XVA_BLOCK_SIZE, size - index * XVA_BLOCK_SIZE));
       const { bytesRead } = await file.read(data, 0, data.length, index * XVA_BLOCK_SIZE);
       if (bytesRead !== data.length) throw new Error(`${path}: short read at block ${index}`);
-      if (index === 0 || index === count - 1 || !isZero(data)) yield { index, data };
+      if (index === 0 || index === count - 1 || !isZeroBlock(data)) yield { index, data };
     }
   } finally {
     await file.close();

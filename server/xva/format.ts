@@ -13,6 +13,13 @@ export type XvaChecksumKind = "xxhash" | "sha1";
 /** The suffix of the checksum member that follows a data member. */
 export const CHECKSUM_SUFFIX: Record<XvaChecksumKind, string> = { xxhash: ".xxhash", sha1: ".checksum" };
 
+const ZERO_BLOCK = Buffer.alloc(XVA_BLOCK_SIZE);
+
+/** Whether up to a block's worth of bytes are all zero (writers leave such blocks out, importers leave holes). */
+export function isZeroBlock(data: Uint8Array): boolean {
+  return data.byteLength <= XVA_BLOCK_SIZE && Buffer.compare(data, ZERO_BLOCK.subarray(0, data.byteLength)) === 0;
+}
+
 /** A checksum member's content: XXH64 (seed 0) as 16 uppercase hex, SHA-1 as 40 lowercase hex; no newline. */
 export function blockChecksum(kind: XvaChecksumKind, data: Uint8Array): string {
   if (kind === "xxhash") return xxh64(data, 0n).toString(16).toUpperCase().padStart(16, "0");

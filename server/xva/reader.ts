@@ -6,7 +6,7 @@ import { Readable, pipeline } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { extract as tarExtract, type Extract } from "tar-stream";
 import { z } from "zod";
-import { CHECKSUM_SUFFIX, XVA_BLOCK_SIZE, blockChecksum, type XvaChecksumKind } from "./format.ts";
+import { CHECKSUM_SUFFIX, XVA_BLOCK_SIZE, blockChecksum, isZeroBlock, type XvaChecksumKind } from "./format.ts";
 import { LEGACY_CHUNK_BYTES, isLegacyOvaXml, legacyChunkMember, parseLegacyOvaXml, type LegacyDisk } from "./legacy.ts";
 import { parseOvaXml, type OvaXml } from "./ova-xml.ts";
 
@@ -82,11 +82,9 @@ type Tagged = { disk: string; block: XvaBlockRead };
 
 const MEMBER = /^([^/]+)\/(\d+)(\.xxhash|\.checksum)?$/;
 const CHECKSUM_KIND: Record<string, XvaChecksumKind> = { [CHECKSUM_SUFFIX.xxhash]: "xxhash", [CHECKSUM_SUFFIX.sha1]: "sha1" };
-const ZERO_BLOCK = Buffer.alloc(XVA_BLOCK_SIZE);
 /** tar-stream's message when its input ends inside a header or a member. */
 const TAR_END_OF_DATA = "Unexpected end of data";
 
-const isZero = (data: Buffer) => data.byteLength <= ZERO_BLOCK.byteLength && data.equals(ZERO_BLOCK.subarray(0, data.byteLength));
 
 /** A member's name, refused when it could escape a directory it were extracted to; `./` (tar run in a directory) is dropped. */
 function memberName(raw: string): string {
@@ -298,7 +296,7 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
       const full = await readBlock(member, size);
       // Xen Orchestra pads a disk's last block to 1 MiB with zeros: those bytes are dropped, any others refused.
       const kept = Math.min(size, declared - offset);
-      if (kept < size && !isZero(full.subarray(kept))) throw new XvaReadError(`${pastEnd} (and not zero padding)`);
+      if (kept < size && !isZeroBlock(full.subarray(kept))) throw new XvaReadError(`${pastEnd} (and not zero padding)`);
       pending = { disk: ref, member: name, full, block: { index: counter, offset, data: kept < size ? full.subarray(0, kept) : full, checksum: null } };
       lastDataCounter = counter;
       offsetEnd = offset + kept;
@@ -321,7 +319,7 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
       const data = state.fill === XVA_BLOCK_SIZE ? state.block : state.block.subarray(0, state.fill);
       const offset = state.written - state.fill;
       state.fill = 0;
-      if (isZero(data)) return null;
+      if (isZeroBlock(data)) return null;
       // The yielded buffer belongs to the consumer now.
       state.block = blockBuffers.take(XVA_BLOCK_SIZE);
       return { disk: state.disk.ref, block: { index: offset / XVA_BLOCK_SIZE, offset, data, checksum: null } };

@@ -112,16 +112,16 @@ export async function answerRefusal(ts: Toolstack, response: ServerResponse, ref
   response.end(body);
 }
 
-/** Runs `work` as the task `ref` (already made); settles once the task's outcome is recorded. */
-export async function runInTask(ts: Toolstack, ref: string, work: (control: TaskControl) => Promise<XenValue | undefined>): Promise<{ ok: true } | { ok: false; error: XenApiError }> {
-  let outcome: { ok: true } | { ok: false; error: XenApiError } = { ok: true };
+/** Runs `work` as the task `ref` (already made); answers whether it succeeded, once the task's outcome is recorded. */
+export async function runInTask(ts: Toolstack, ref: string, work: (control: TaskControl) => Promise<XenValue | undefined>): Promise<boolean> {
+  let succeeded = true;
   await ts.tasks.run(ref, async (control) => {
     try {
       return await work(control);
     } catch (error) {
-      outcome = { ok: false, error: toXenApiError(error) };
+      succeeded = false;
       throw error;
     }
   });
-  return outcome;
+  return succeeded;
 }

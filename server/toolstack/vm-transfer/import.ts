@@ -66,11 +66,11 @@ async function networkFor(ts: Toolstack, wanted: XenRecord | undefined): Promise
 }
 
 /** Makes the VMs of the plan, each with its VBDs (disks from `vdis`, by file id) and VIFs; marked as being imported. */
-async function createVms(ts: Toolstack, task: string, state: TransferState | undefined, plan: PlannedVm[], vdis: ReadonlyMap<string, string>, restore: boolean): Promise<string[]> {
+async function createVms(ts: Toolstack, task: string, state: TransferState, plan: PlannedVm[], vdis: ReadonlyMap<string, string>, restore: boolean): Promise<string[]> {
   const refs: string[] = [];
   for (const vm of plan) {
     const ref = await createVm(ts, vmArguments(vm.record));
-    await state?.addVm(ref);
+    await state.addVm(ref);
     refs.push(ref);
     for (const vbd of vm.vbds) {
       const vdi = vbd.disk === undefined ? NULL_REF : (vdis.get(vbd.disk) ?? NULL_REF);
@@ -89,7 +89,8 @@ async function createVms(ts: Toolstack, task: string, state: TransferState | und
 async function finishVms(ts: Toolstack, refs: readonly string[], plan: PlannedVm[], restore: boolean): Promise<void> {
   for (const [n, ref] of refs.entries()) {
     const uuid = String(plan[n]!.record.uuid ?? "");
-    if (restore && /^[0-9a-f-]{36}$/i.test(uuid)) {
+    const keepUuid = restore && /^[0-9a-f-]{36}$/i.test(uuid);
+    if (keepUuid) {
       const original = await ts.objects.getByUuid("VM", uuid).catch(() => undefined);
       if (original !== undefined) {
         if (original.record.power_state !== "Halted") throw new XenApiError("VM_BAD_POWER_STATE", [original.ref, "Halted", String(original.record.power_state)]);
@@ -99,7 +100,7 @@ async function finishVms(ts: Toolstack, refs: readonly string[], plan: PlannedVm
     await ts.objects.set("VM", ref, {
       current_operations: {},
       allowed_operations: [...HALTED_VM_OPERATIONS],
-      ...(restore && /^[0-9a-f-]{36}$/i.test(uuid) ? { uuid } : {}),
+      ...(keepUuid ? { uuid } : {}),
     });
   }
 }

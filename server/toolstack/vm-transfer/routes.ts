@@ -10,6 +10,7 @@ import { defaultSr } from "../calls/pool.ts";
 import { expectsContinue, type Route } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
 import { attachedSr, pbdOf } from "../srs.ts";
+import { findVdiLocation } from "../vdi-records.ts";
 import type { Feature, Toolstack } from "../toolstack.ts";
 import { toXenApiError, XenApiError } from "../xenapi/errors.ts";
 import { etagDate, exportDisposition, exportVm, type PreparedExport, prepareExport } from "./export.ts";
@@ -113,7 +114,7 @@ async function drain(request: IncomingMessage, ms: number): Promise<void> {
 }
 
 /** Shared frame: authentication, the task, refusals, and the caller's Basic session ended afterwards. */
-function resource(methods: readonly string[], serve: (ts: Toolstack, request: IncomingMessage, response: ServerResponse, url: URL, args: Map<string, string>, caller: Caller) => Promise<void>): Route {
+function resource(methods: readonly string[], serve: (ts: Toolstack, request: IncomingMessage, response: ServerResponse, url: URL, args: Map<string, string>) => Promise<void>): Route {
   return async (ts, request, response, url) => {
     const args = argumentsOf(request, url);
     const taskRef = args.get("task_id");
@@ -126,7 +127,7 @@ function resource(methods: readonly string[], serve: (ts: Toolstack, request: In
       }
       caller = await authenticate(ts, request, args);
       if (taskRef !== undefined) await checked(callerTask(ts, taskRef));
-      await serve(ts, request, response, url, args, caller);
+      await serve(ts, request, response, url, args);
     } catch (error) {
       if (!(error instanceof ResourceRefusal)) throw error;
       await answerRefusal(ts, response, error, taskRef);
@@ -152,8 +153,8 @@ function serveExport(metadataOnly: boolean) {
   return resource(["GET", "HEAD"], async (ts, request, response, url, args) => {
     const query = parseArguments(ZExportQuery, args);
     const vm = await findVm(ts, query);
-    const disks = (await Promise.all((vm.record.VBDs as string[]).map((ref) => ts.objects.find("VBD", ref)))).filter((vbd) => vbd !== undefined);
-    const srs = (await Promise.all(disks.map((vbd) => ts.db.get<{ sr_ref: string }>("SELECT sr_ref FROM vdi_locations WHERE ref = ?", [String(vbd.record.VDI)])))).flatMap((row) => (row === undefined ? [] : [row.sr_ref]));
+    const vbds = (await Promise.all((vm.record.VBDs as string[]).map((ref) => ts.objects.find("VBD", ref)))).filter((vbd) => vbd !== undefined);
+    const srs = (await Promise.all(vbds.map((vbd) => findVdiLocation(ts, String(vbd.record.VDI))))).flatMap((location) => (location === undefined ? [] : [location.sr_ref]));
     const host = metadataOnly ? undefined : await elsewhere(ts, srs);
     if (host !== undefined) return redirect(request, response, url, host);
     const options = { compression: query.use_compression, checksum: query.checksum, metadataOnly };
@@ -186,12 +187,12 @@ function serveExport(metadataOnly: boolean) {
       if (!response.writableFinished) void ts.tasks.cancel(task).catch(() => undefined);
     };
     response.once("close", gone);
-    const outcome = await runInTask(ts, task, async (control) => {
+    const succeeded = await runInTask(ts, task, async (control) => {
       await exportVm(ts, control, prepared, response, query.offset ?? 0);
       return undefined;
     });
     response.off("close", gone);
-    if (!outcome.ok) response.destroy();
+    if (!succeeded) response.destroy();
   });
 }
 
@@ -227,13 +228,10 @@ function serveImport(metadataOnly: boolean) {
     if (expectsContinue(request)) response.writeContinue();
     response.writeHead(200, { "task-id": task, "content-type": "application/octet-stream" });
     response.flushHeaders();
-    const outcome = await runInTask(ts, task, async (control) => {
-      const vms = await work(control);
-      return vms;
-    });
+    const succeeded = await runInTask(ts, task, work);
     // A failed import leaves a client still sending: drain it first (for a while), so that it reads the
     // answer rather than a reset.
-    if (!outcome.ok && !request.complete) await drain(request, DRAIN_MS);
+    if (!succeeded && !request.complete) await drain(request, DRAIN_MS);
     response.end();
   });
 }

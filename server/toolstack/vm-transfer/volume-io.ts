@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { NbdClient } from "../../nbd/client.ts";
 import { STATE_ZERO } from "../../nbd/backend.ts";
 import type { XvaBlock } from "../../xva/writer.ts";
-import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
+import { isZeroBlock, XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { type Attachment, plug, unplug } from "../datapath-session.ts";
 import { type AttachedSr, DBG } from "../srs.ts";
 import type { Toolstack } from "../toolstack.ts";
@@ -15,11 +15,6 @@ import { XenApiError } from "../xenapi/errors.ts";
 const WINDOW = 16;
 /** Block status asked for this much at a time. */
 const STATUS_SPAN = 256 * XVA_BLOCK_SIZE;
-const ZERO_BLOCK = Buffer.alloc(XVA_BLOCK_SIZE);
-
-export function isZero(data: Uint8Array): boolean {
-  return Buffer.compare(data, data.byteLength === XVA_BLOCK_SIZE ? ZERO_BLOCK : ZERO_BLOCK.subarray(0, data.byteLength)) === 0;
-}
 
 export interface OpenVolume {
   client: NbdClient;
@@ -117,7 +112,7 @@ export async function* readDiskBlocks(client: NbdClient, size: number, signal: A
     const { index, data } = queue.shift()!;
     const block = await data;
     await refill();
-    if (index === 0 || index === lastIndex || !isZero(block)) yield { index, data: block };
+    if (index === 0 || index === lastIndex || !isZeroBlock(block)) yield { index, data: block };
   }
 }
 
@@ -135,7 +130,7 @@ export async function writeDiskBlocks(
   let failure: unknown;
   for await (const block of blocks) {
     if (failure !== undefined) break;
-    if (isZero(block.data)) {
+    if (isZeroBlock(block.data)) {
       done(block.data);
     } else {
       const write = client.write(block.offset, block.data).then(
