@@ -4,11 +4,17 @@ import { join } from "node:path";
 import { defineConfig } from "@playwright/test";
 
 // Runs against the production build (`next build` happens before Playwright starts), in the machine's Debian
-// Chromium: Playwright's own browsers are never downloaded here. Two servers: one on the Python fixture
-// plugin root, one on the bundled root (server/plugins, Hangar's own plugins).
+// Chromium: Playwright's own browsers are never downloaded here. A toolstack (`hangar serve`) over a fresh
+// data dir, and two consoles on it: the main one on the bundled plugin root (server/plugins, Hangar's own
+// plugins), one on the Python fixture plugin root for the Plugins page.
 const repo = import.meta.dirname;
 const port = 3107;
-export const bundledRootPort = 3108;
+export const fixtureRootPort = 3108;
+export const toolstackPort = 8107;
+/** root's password on the test toolstack. */
+export const E2E_PASSWORD = "hangar-e2e-password";
+const dataDir = mkdtempSync(join(tmpdir(), "hangar-e2e-"));
+const toolstackUrl = `http://127.0.0.1:${toolstackPort}`;
 // `next` runs on whichever node is first on PATH: make that the pinned Node 24.
 const PATH = `${join(repo, "node_modules/.bin")}:${process.env.PATH ?? ""}`;
 
@@ -36,18 +42,25 @@ export default defineConfig({
   },
   webServer: [
     {
-      command: `node_modules/.bin/next start -H 127.0.0.1 -p ${port}`,
-      url: `http://127.0.0.1:${port}`,
+      command: `bin/hangar serve --address 127.0.0.1 --port ${toolstackPort} --https-port off`,
+      port: toolstackPort,
       reuseExistingServer: false,
       timeout: 60_000,
-      env: { HANGAR_PLUGIN_ROOT: join(repo, "server/storage/fixtures/python-root"), PATH },
+      env: { HANGAR_PLUGIN_ROOT: "", HANGAR_DATA_DIR: dataDir, HANGAR_ROOT_PASSWORD: E2E_PASSWORD, PATH },
     },
     {
-      command: `node_modules/.bin/next start -H 127.0.0.1 -p ${bundledRootPort}`,
-      url: `http://127.0.0.1:${bundledRootPort}`,
+      command: `node_modules/.bin/next start -H 127.0.0.1 -p ${port}`,
+      url: `http://127.0.0.1:${port}/login`,
       reuseExistingServer: false,
       timeout: 60_000,
-      env: { HANGAR_PLUGIN_ROOT: "", HANGAR_DATA_DIR: mkdtempSync(join(tmpdir(), "hangar-e2e-")), PATH },
+      env: { HANGAR_PLUGIN_ROOT: "", HANGAR_DATA_DIR: dataDir, HANGAR_TOOLSTACK_URL: toolstackUrl, PATH },
+    },
+    {
+      command: `node_modules/.bin/next start -H 127.0.0.1 -p ${fixtureRootPort}`,
+      url: `http://127.0.0.1:${fixtureRootPort}/login`,
+      reuseExistingServer: false,
+      timeout: 60_000,
+      env: { HANGAR_PLUGIN_ROOT: join(repo, "server/storage/fixtures/python-root"), HANGAR_DATA_DIR: dataDir, HANGAR_TOOLSTACK_URL: toolstackUrl, PATH },
     },
   ],
 });

@@ -1,6 +1,5 @@
 import type { Metadata, Viewport } from "next";
 import type { ReactNode } from "react";
-import { SiteNav } from "@/components/site-nav.tsx";
 import { TRPCReactProvider } from "@/components/trpc/trpc-provider.tsx";
 import "./globals.css";
 
@@ -26,14 +25,7 @@ export default function RootLayout({ children }: { children: ReactNode }) {
         >
           Skip to main content
         </a>
-        <TRPCReactProvider>
-          <div className="md:flex">
-            <SiteNav />
-            <main id="main" tabIndex={-1} className="min-w-0 flex-1 outline-none">
-              <div className="mx-auto flex max-w-6xl flex-col gap-8 px-4 py-6 sm:px-6 lg:px-10 lg:py-10">{children}</div>
-            </main>
-          </div>
-        </TRPCReactProvider>
+        <TRPCReactProvider>{children}</TRPCReactProvider>
       </body>
     </html>
   );

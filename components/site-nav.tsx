@@ -3,6 +3,7 @@
 import Link from "next/link";
 import { usePathname } from "next/navigation";
 import { useState, type ComponentType, type ComponentProps } from "react";
+import { logOutAction } from "@/app/login/actions.ts";
 import { CloseIcon, DashboardIcon, MenuIcon, PluginIcon, StorageIcon, TasksIcon, VmIcon } from "./nav-icons.tsx";
 import { cn } from "./ui/cn.ts";
 
@@ -25,7 +26,7 @@ function isCurrent(pathname: string, href: string): boolean {
 }
 
 /** Sidebar on wide screens; a bar with a menu button below the md breakpoint. */
-export function SiteNav() {
+export function SiteNav({ user }: { user: string }) {
   const pathname = usePathname();
   const [open, setOpen] = useState(false);
 
@@ -80,6 +81,17 @@ export function SiteNav() {
               );
             })}
           </ul>
+          <form action={logOutAction} className="mt-4 flex items-center justify-between gap-2 border-t border-zinc-200 px-2.5 pt-3 dark:border-zinc-800">
+            <span className="truncate text-xs text-zinc-500 dark:text-zinc-400">
+              Logged in as <span className="font-medium text-zinc-800 dark:text-zinc-200">{user}</span>
+            </span>
+            <button
+              type="submit"
+              className="rounded-md px-2 py-1 text-xs font-medium text-zinc-700 hover:bg-zinc-100 focus-visible:outline-2 focus-visible:outline-sky-600 dark:text-zinc-300 dark:hover:bg-zinc-800"
+            >
+              Log out
+            </button>
+          </form>
         </nav>
       </header>
     </div>

@@ -1,8 +1,6 @@
-import { expect, test } from "@playwright/test";
-import { bundledRootPort } from "../playwright.config.ts";
+import { expect, test } from "./fixtures.ts";
 
-// This server scans the bundled plugin root (server/plugins): Hangar's own reference plugins.
-test.use({ baseURL: `http://127.0.0.1:${bundledRootPort}` });
+// The main console scans the bundled plugin root (server/plugins): Hangar's own reference plugins.
 
 test("the Plugins page lists Hangar's three plugins", async ({ page }) => {
   await page.goto("/plugins");

@@ -1,4 +1,4 @@
-import { expect, test } from "@playwright/test";
+import { expect, test } from "./fixtures.ts";
 
 const pages = [
   { link: "Dashboard", path: "/", heading: "Dashboard" },
@@ -19,15 +19,6 @@ test("the main navigation reaches every page and marks the current one", async (
     for (const other of pages.filter((p) => p !== target)) {
       await expect(nav.getByRole("link", { name: other.link })).not.toHaveAttribute("aria-current");
     }
-  }
-});
-
-test("pages that are not built yet say so", async ({ page }) => {
-  for (const path of ["/storage", "/vms", "/tasks"]) {
-    await page.goto(path);
-    const notice = page.getByRole("region", { name: "Not built yet" });
-    await expect(notice).toBeVisible();
-    await expect(notice).toContainText("is not part of the console yet");
   }
 });
 

@@ -1,6 +1,8 @@
-import { expect, test } from "@playwright/test";
+import { fixtureRootPort } from "../playwright.config.ts";
+import { expect, test } from "./fixtures.ts";
 
-// The fixture plugin root (server/storage/fixtures/python-root) is what `next start` scans in these tests.
+// This console scans the fixture plugin root (server/storage/fixtures/python-root).
+test.use({ baseURL: `http://127.0.0.1:${fixtureRootPort}` });
 
 test.beforeEach(async ({ page }) => {
   await page.goto("/plugins");

@@ -48,3 +48,8 @@ export function hostUuid(dir: string = dataDir()): string {
 export function nodeBinary(): string {
   return process.execPath;
 }
+
+/** The toolstack the console talks to: HANGAR_TOOLSTACK_URL, default the local `hangar serve`. */
+export function toolstackUrl(): string {
+  return process.env.HANGAR_TOOLSTACK_URL || "http://127.0.0.1:8080";
+}

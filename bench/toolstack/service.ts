@@ -2,7 +2,7 @@
 // from /proc), a XenAPI client to seed it, and callers that post a prepared request in either wire form
 // with as little client work as possible (the body built once, the answer checked for success only).
 import { readFileSync } from "node:fs";
-import { XenApiClient } from "../../server/cli/xenapi-client.ts";
+import { XenApiClient } from "../../server/toolstack/xenapi/client.ts";
 import { ROOT_PASSWORD, startServeProcess } from "../../server/toolstack/testing.ts";
 import type { XenValue } from "../../server/toolstack/xenapi/values.ts";
 import { formatXmlRpcCall } from "../../server/toolstack/xenapi/xml-rpc.ts";

@@ -1,7 +1,7 @@
 "use client";
 
 import { QueryClientProvider, type QueryClient } from "@tanstack/react-query";
-import { createTRPCClient, httpBatchLink } from "@trpc/client";
+import { TRPCClientError, createTRPCClient, httpBatchLink } from "@trpc/client";
 import { createTRPCContext } from "@trpc/tanstack-react-query";
 import { useState, type ReactNode } from "react";
 import type { AppRouter } from "@/server/api/root.ts";
@@ -18,8 +18,16 @@ function getQueryClient(): QueryClient {
   // The server renders each request with a fresh client so no data leaks between requests; the browser keeps
   // one, also across a suspended first render.
   if (typeof window === "undefined") return makeQueryClient();
-  browserQueryClient ??= makeQueryClient();
+  browserQueryClient ??= makeQueryClient(returnToLoginWhenLoggedOut);
   return browserQueryClient;
+}
+
+/** An expired or missing session sends the browser to the login page, which brings it back here afterwards. */
+function returnToLoginWhenLoggedOut(error: unknown): void {
+  if (!(error instanceof TRPCClientError) || error.data?.code !== "UNAUTHORIZED") return;
+  const here = `${window.location.pathname}${window.location.search}`;
+  // A full load, not a client navigation: nothing of the logged-out user's cached data may survive.
+  window.location.assign(new URL(`/login?${new URLSearchParams({ next: here, reason: "expired" })}`, window.location.origin));
 }
 
 export function TRPCReactProvider({ children }: { children: ReactNode }) {

@@ -1,9 +1,21 @@
 // The console's API: one small router per feature, combined here.
+import { conformanceRouter } from "./conformance/router.ts";
+import { datasourcesRouter } from "./datasources/router.ts";
 import { pluginsRouter } from "./plugins/router.ts";
+import { srsRouter } from "./srs/router.ts";
+import { tasksRouter } from "./tasks/router.ts";
 import { createCallerFactory, createTRPCRouter } from "./trpc.ts";
+import { vmsRouter } from "./vms/router.ts";
+import { volumesRouter } from "./volumes/router.ts";
 
 export const appRouter = createTRPCRouter({
   plugins: pluginsRouter,
+  conformance: conformanceRouter,
+  srs: srsRouter,
+  volumes: volumesRouter,
+  datasources: datasourcesRouter,
+  vms: vmsRouter,
+  tasks: tasksRouter,
 });
 
 export type AppRouter = typeof appRouter;

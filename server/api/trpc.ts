@@ -2,37 +2,45 @@
  * tRPC for the console: request context, initialization and the procedure builders every feature router uses.
  * Routers live in `server/api/<feature>/router.ts` and are combined in `server/api/root.ts`.
  */
-import { initTRPC } from "@trpc/server";
+import { initTRPC, TRPCError } from "@trpc/server";
 import { z, ZodError } from "zod";
+import { type ConsoleSession, clientFor, sessionFromHeaders } from "../auth/session.ts";
 import { defaultPluginRoot } from "../storage/registry.ts";
+import type { XenApiClient } from "../toolstack/xenapi/client.ts";
+import { consoleError } from "./xenapi-error.ts";
 
 /**
  * 1. CONTEXT
  *
  * What every procedure may use. The HTTP handler and the server-component caller both build it from the
- * request headers (the session cookie will travel there once the console has a login).
+ * request headers, where the session cookie travels.
  */
 export interface TRPCContext {
   headers: Headers;
   /** Plugin root to scan; read per request so $HANGAR_PLUGIN_ROOT changes need no rebuild. */
   pluginRoot: string;
+  /** The logged-in user's toolstack session, from the sealed cookie; undefined for an anonymous caller. */
+  session: ConsoleSession | undefined;
 }
 
 export function createTRPCContext(opts: { headers: Headers }): TRPCContext {
-  return { headers: opts.headers, pluginRoot: defaultPluginRoot() };
+  return { headers: opts.headers, pluginRoot: defaultPluginRoot(), session: sessionFromHeaders(opts.headers) };
 }
 
 /**
  * 2. INITIALIZATION
  *
  * Input validation failures carry the zod issues flattened per field, so a form can show them beside its inputs.
+ * A toolstack failure also carries its XenAPI code, for the UI to branch on.
  */
 const t = initTRPC.context<TRPCContext>().create({
   errorFormatter({ shape, error }) {
+    const xenapi = error.cause !== undefined && error.cause !== null && "code" in error.cause && error.cause.name === "XenApiError" ? String(error.cause.code) : null;
     return {
       ...shape,
       data: {
         ...shape.data,
+        xenapi,
         zodError: error.code === "BAD_REQUEST" && error.cause instanceof ZodError ? z.flattenError(error.cause) : null,
       },
     };
@@ -41,9 +49,22 @@ const t = initTRPC.context<TRPCContext>().create({
 
 /**
  * 3. ROUTERS AND PROCEDURES
- *
- * The console has no login yet, so every procedure is public.
  */
 export const createTRPCRouter = t.router;
 export const createCallerFactory = t.createCallerFactory;
+
+/** For what anyone may see: nothing but the login itself. */
 export const publicProcedure = t.procedure;
+
+/**
+ * For everything else: refuses an anonymous caller (UNAUTHORIZED), gives the procedure `ctx.xapi`, a XenAPI
+ * client on the user's toolstack session, and turns toolstack failures into messages in words (an expired
+ * session is UNAUTHORIZED too, so the browser returns to the login page).
+ */
+export const authedProcedure = t.procedure.use(async ({ ctx, next }) => {
+  if (ctx.session === undefined) throw new TRPCError({ code: "UNAUTHORIZED", message: "Log in to use the console." });
+  const xapi: XenApiClient = clientFor(ctx.session);
+  const result = await next({ ctx: { ...ctx, session: ctx.session, xapi } });
+  if (!result.ok) throw consoleError(result.error);
+  return result;
+});

@@ -10,7 +10,7 @@ import { TOOLSTACK_FEATURES } from "./features.ts";
 import { type RunningToolstack, serveToolstack } from "./serve.ts";
 import { ROOT_PASSWORD, tempDataDir } from "./testing.ts";
 import { XenApiError } from "./xenapi/errors.ts";
-import { jsonRpcCall } from "../cli/xenapi-client.ts";
+import { jsonRpcCall } from "./xenapi/client.ts";
 
 export const MiB = 1024 * 1024;
 

@@ -9,7 +9,24 @@ import { appRouter, createCaller } from "../root.ts";
 
 const fixtureRoot = resolve(import.meta.dirname, "../../storage/fixtures/python-root");
 const xapiRoot = resolve(import.meta.dirname, "../../storage/fixtures/xapi-root");
-const callerFor = (pluginRoot: string) => createCaller({ headers: new Headers(), pluginRoot });
+// Listing plugins never asks the toolstack, so a session the console sealed is all these callers need.
+const session = { session: "OpaqueRef:plugins-test", user: "root", since: 0 };
+const callerFor = (pluginRoot: string) => createCaller({ headers: new Headers(), pluginRoot, session });
+
+test("plugins refuses a caller without a session: UNAUTHORIZED, 401 over HTTP", async () => {
+  await assert.rejects(createCaller({ headers: new Headers(), pluginRoot: fixtureRoot, session: undefined }).plugins.list(), (error: unknown) => {
+    assert.ok(error instanceof TRPCError);
+    assert.equal(error.code, "UNAUTHORIZED");
+    return true;
+  });
+  const response = await fetchRequestHandler({
+    endpoint: "/api/trpc",
+    req: new Request("http://hangar.test/api/trpc/plugins.list"),
+    router: appRouter,
+    createContext: () => ({ headers: new Headers(), pluginRoot: fixtureRoot, session: undefined }),
+  });
+  assert.equal(response.status, 401);
+});
 
 describe("plugins.list", () => {
   test("describes the registered plugins and says why the others were skipped", async () => {
@@ -132,7 +149,7 @@ describe("plugins.diagnostics", () => {
       endpoint: "/api/trpc",
       req: new Request(`http://hangar.test/api/trpc/plugins.diagnostics?input=${input}`),
       router: appRouter,
-      createContext: () => ({ headers: new Headers(), pluginRoot: fixtureRoot }),
+      createContext: () => ({ headers: new Headers(), pluginRoot: fixtureRoot, session }),
     });
     assert.equal(response.status, 400);
     const body = (await response.json()) as { error: { data: { code: string; zodError: unknown } } };

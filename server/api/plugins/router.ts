@@ -3,7 +3,7 @@
 import { TRPCError } from "@trpc/server";
 import { scanPluginRoot, type PluginRegistry } from "../../storage/registry.ts";
 import { toTRPCError } from "../storage-error.ts";
-import { createTRPCRouter, publicProcedure } from "../trpc.ts";
+import { createTRPCRouter, authedProcedure } from "../trpc.ts";
 import {
   ZGetPluginDiagnosticsResponse,
   ZGetPluginDiagnosticsSchema,
@@ -12,9 +12,9 @@ import {
 } from "./schema.ts";
 
 export const pluginsRouter = createTRPCRouter({
-  list: publicProcedure.output(ZListPluginsResponse).query(async ({ ctx }) => describeRegistry(await scan(ctx.pluginRoot))),
+  list: authedProcedure.output(ZListPluginsResponse).query(async ({ ctx }) => describeRegistry(await scan(ctx.pluginRoot))),
 
-  diagnostics: publicProcedure
+  diagnostics: authedProcedure
     .input(ZGetPluginDiagnosticsSchema)
     .output(ZGetPluginDiagnosticsResponse)
     .query(async ({ ctx, input }) => {

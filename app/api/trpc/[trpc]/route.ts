@@ -9,8 +9,8 @@ function handler(req: Request): Promise<Response> {
     router: appRouter,
     createContext: () => createTRPCContext({ headers: req.headers }),
     onError({ path, error }) {
-      // Client mistakes (bad input, unknown plugin) are answered, not logged; everything else an operator may need.
-      if (error.code !== "BAD_REQUEST" && error.code !== "NOT_FOUND") {
+      // Client mistakes (bad input, unknown object, no session) are answered, not logged; the rest an operator may need.
+      if (!["BAD_REQUEST", "NOT_FOUND", "UNAUTHORIZED", "CONFLICT", "PRECONDITION_FAILED"].includes(error.code)) {
         console.error(`tRPC ${path ?? "<no path>"} failed: ${error.message}`);
       }
     },

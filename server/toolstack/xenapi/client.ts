@@ -1,10 +1,10 @@
-// A small XenAPI client over JSON-RPC 2.0 (POST /jsonrpc with fetch), for the CLI: log in, call with the
+// A small XenAPI client over JSON-RPC 2.0 (POST /jsonrpc with fetch), for the CLI and the console: log in, call with the
 // session, wait for a task through event.from, log out. A XenAPI failure is the core's XenApiError (code
 // and params as the service sent them); anything else (unreachable, not JSON-RPC) a plain Error.
 import { z } from "zod";
-import { XenApiError } from "../toolstack/xenapi/errors.ts";
-import type { XenValue } from "../toolstack/xenapi/values.ts";
-import { parseXmlRpcValue } from "../toolstack/xenapi/xml-rpc.ts";
+import { XenApiError } from "./errors.ts";
+import type { XenValue } from "./values.ts";
+import { parseXmlRpcValue } from "./xml-rpc.ts";
 
 const zReply = z.object({
   result: z.unknown().optional(),
@@ -76,7 +76,7 @@ export class XenApiClient {
   readonly url: string;
   readonly session: string;
 
-  private constructor(url: string, session: string) {
+  constructor(url: string, session: string) {
     this.url = url;
     this.session = session;
   }

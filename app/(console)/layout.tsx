@@ -1,0 +1,16 @@
+import type { ReactNode } from "react";
+import { SiteNav } from "@/components/site-nav.tsx";
+import { requireSession } from "@/server/auth/current.ts";
+
+// Every console page: logged-in users only (others go to the login page and come back).
+export default async function ConsoleLayout({ children }: { children: ReactNode }) {
+  const session = await requireSession();
+  return (
+    <div className="md:flex">
+      <SiteNav user={session.user} />
+      <main id="main" tabIndex={-1} className="min-w-0 flex-1 outline-none">
+        <div className="mx-auto flex max-w-6xl flex-col gap-8 px-4 py-6 sm:px-6 lg:px-10 lg:py-10">{children}</div>
+      </main>
+    </div>
+  );
+}

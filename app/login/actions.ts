@@ -1,0 +1,42 @@
+"use server";
+
+import { cookies, headers } from "next/headers";
+import { redirect } from "next/navigation";
+import { z } from "zod";
+import { isSafeNext } from "@/server/auth/current.ts";
+import { LoginError, SESSION_COOKIE, cookieAttributes, logIn, logOut, sessionFromCookie } from "@/server/auth/session.ts";
+
+const ZLogInSchema = z.object({
+  user: z.string().trim().min(1, "Enter a user name."),
+  password: z.string().min(1, "Enter the password."),
+  next: z.string().optional(),
+});
+
+export interface LogInState {
+  error?: string;
+  user?: string;
+}
+
+export async function logInAction(_previous: LogInState, form: FormData): Promise<LogInState> {
+  const parsed = ZLogInSchema.safeParse({ user: form.get("user"), password: form.get("password"), next: form.get("next") ?? undefined });
+  if (!parsed.success) return { error: parsed.error.issues[0]?.message ?? "Fill in the form.", user: String(form.get("user") ?? "") };
+  const { user, password, next } = parsed.data;
+  let cookie: string;
+  try {
+    ({ cookie } = await logIn(user, password));
+  } catch (error) {
+    if (error instanceof LoginError) return { error: error.message, user };
+    throw error;
+  }
+  const secure = (await headers()).get("x-forwarded-proto") === "https";
+  (await cookies()).set(SESSION_COOKIE, cookie, cookieAttributes(secure));
+  redirect(next !== undefined && isSafeNext(next) ? next : "/");
+}
+
+export async function logOutAction(): Promise<void> {
+  const jar = await cookies();
+  const session = sessionFromCookie(jar.get(SESSION_COOKIE)?.value);
+  if (session !== undefined) await logOut(session);
+  jar.delete(SESSION_COOKIE);
+  redirect("/login");
+}

@@ -1,0 +1,3 @@
+import { createTRPCRouter } from "../trpc.ts";
+
+export const srsRouter = createTRPCRouter({});

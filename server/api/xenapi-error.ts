@@ -1,0 +1,87 @@
+// Toolstack failures in words an administrator can act on, for tRPC errors and for the task page. The
+// code stays available (error.data.xenapi) for the UI to branch on; the message never is a stack trace.
+import { TRPCError, type TRPC_ERROR_CODE_KEY } from "@trpc/server";
+import { XenApiError } from "../toolstack/xenapi/errors.ts";
+import { toTRPCError } from "./storage-error.ts";
+
+const WORDS: Record<string, (p: readonly string[]) => string> = {
+  SESSION_INVALID: () => "Your session has ended. Log in again.",
+  SESSION_AUTHENTICATION_FAILED: () => "Wrong user name or password.",
+  HANDLE_INVALID: (p) => `The ${p[0] ?? "object"} no longer exists: it may have been removed in another window.`,
+  UUID_INVALID: (p) => `No ${p[0] ?? "object"} has the uuid ${p[1] ?? ""}.`,
+  DEFAULT_SR_NOT_FOUND: () => "The pool has no default SR. Choose an SR, or make one the default.",
+  SR_NOT_ATTACHED: () => "The SR is detached. Attach it first.",
+  SR_HAS_PBD: () => "The SR is still attached. Detach it first.",
+  SR_UNKNOWN_DRIVER: (p) => `No volume plugin handles SRs of type "${p[0] ?? "?"}".`,
+  SR_OPERATION_NOT_SUPPORTED: () => "The SR's plugin does not support this operation.",
+  SR_BACKEND_FAILURE: (p) => `The storage plugin failed: ${p.slice(1).filter(Boolean).join(" ") || p[0] || "no reason given"}`,
+  VDI_IN_USE: () => "The volume is in use (by a VM or a running task).",
+  OTHER_OPERATION_IN_PROGRESS: () => "Another operation is running on this object. Wait for it to finish.",
+  VDI_COPY_FAILED: (p) => `The copy failed: ${p.join(" ") || "no reason given"}`,
+  MIRROR_FAILED: (p) => `The mirror failed: ${p.join(" ") || "no reason given"}`,
+  IMPORT_ERROR: (p) => `The import failed: ${p.join(" ") || "no reason given"}`,
+  TASK_CANCELLED: () => "The task was cancelled.",
+  TASK_INTERRUPTED: () => "The toolstack restarted while the task ran: it was stopped and cleaned up.",
+  OPERATION_NOT_ALLOWED: (p) => `Not allowed now: ${p.join(" ")}`,
+  INVALID_VALUE: (p) => `Invalid value ${p[1] ? `"${p[1]}" ` : ""}for ${p[0] ?? "a field"}.`,
+  VALUE_NOT_SUPPORTED: (p) => `The value ${p[1] ? `"${p[1]}" ` : ""}is not supported for ${p[0] ?? "this field"}${p[2] ? `: ${p[2]}` : ""}.`,
+  MAP_DUPLICATE_KEY: (p) => `The key "${p[2] ?? ""}" is already set.`,
+  NETWORK_CONTAINS_VIF: () => "The network is still used by VM interfaces.",
+  MEMORY_CONSTRAINT_VIOLATION: (p) => `Memory settings are inconsistent: ${p.join(" ")}`,
+  VDI_LOCATION_MISSING: () => "No volume is at that location in the SR.",
+};
+
+/** A XenAPI error code and its parameters as one sentence. */
+export function describeXenApiError(code: string, params: readonly string[] = []): string {
+  const words = WORDS[code];
+  if (words !== undefined) return words(params);
+  return params.length > 0 ? `${code}: ${params.join(", ")}` : code;
+}
+
+/** A task's error_info ([code, ...params]) in words; "" for none. */
+export function describeTaskError(errorInfo: readonly string[]): string {
+  if (errorInfo.length === 0) return "";
+  return describeXenApiError(errorInfo[0]!, errorInfo.slice(1));
+}
+
+function codeFor(code: string): TRPC_ERROR_CODE_KEY {
+  switch (code) {
+    case "SESSION_INVALID":
+      return "UNAUTHORIZED";
+    case "HANDLE_INVALID":
+    case "UUID_INVALID":
+      return "NOT_FOUND";
+    case "VDI_IN_USE":
+    case "OTHER_OPERATION_IN_PROGRESS":
+    case "SR_HAS_PBD":
+    case "MAP_DUPLICATE_KEY":
+    case "NETWORK_CONTAINS_VIF":
+      return "CONFLICT";
+    case "SR_OPERATION_NOT_SUPPORTED":
+      return "NOT_IMPLEMENTED";
+    case "SR_BACKEND_FAILURE":
+      return "BAD_GATEWAY";
+    default:
+      return "BAD_REQUEST";
+  }
+}
+
+/** Any failure met while serving a procedure, as the TRPCError the browser gets. */
+export function consoleError(error: unknown, action?: string): TRPCError {
+  if (error instanceof TRPCError) {
+    // tRPC wraps whatever a procedure threw; unwrap what has better words than "internal error".
+    const unwrap = error.cause instanceof XenApiError || (error.code === "INTERNAL_SERVER_ERROR" && error.cause instanceof Error && !(error.cause instanceof TRPCError));
+    return unwrap ? consoleError(error.cause, action) : error;
+  }
+  if (error instanceof XenApiError) {
+    return new TRPCError({ code: codeFor(error.code), message: describeXenApiError(error.code, error.params), cause: error });
+  }
+  if (isUnreachable(error)) {
+    return new TRPCError({ code: "SERVICE_UNAVAILABLE", message: `${(error as Error).message}. Is the toolstack running?`, cause: error });
+  }
+  return toTRPCError(error, action ?? "The request");
+}
+
+function isUnreachable(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith("cannot reach the toolstack");
+}
