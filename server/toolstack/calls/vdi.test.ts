@@ -196,6 +196,41 @@ describe("VDI", () => {
     assert.equal(await client.call("VDI.get_cbt_enabled", vdi), false);
   });
 
+  test("VDI.hangar_revert: the snapshot's original gets its contents and size back, keeping its ref, uuid and maps", async () => {
+    const vdi = await create({ virtual_size: 4 * MiB, name_label: "reverted", other_config: { keep: "me" } });
+    const { uuid, location } = await record(vdi);
+    const path = srUri.slice("file://".length);
+    const write = async (byte: number) => {
+      const volume = await openVolumeData(path, String(location), {});
+      await volume.write(MiB, Buffer.alloc(64 * 1024, byte));
+      await volume.flush();
+      await volume.close();
+    };
+    const readByte = async () => {
+      const volume = await openVolumeData(path, String(location), { readOnly: true });
+      const data = Buffer.alloc(64 * 1024);
+      await volume.read(MiB, data);
+      await volume.close();
+      return data[0];
+    };
+    await write(1);
+    const snapshot = await client.call<string>("VDI.snapshot", vdi, {});
+    await write(2);
+    await client.call("VDI.resize", vdi, 8 * MiB);
+    assert.equal(await readByte(), 2);
+    const token = await currentToken();
+    await client.call("VDI.hangar_revert", snapshot);
+    assert.equal(await readByte(), 1, "the snapshot's contents");
+    const after = await record(vdi);
+    assert.deepEqual([after.uuid, after.location, after.virtual_size, after.other_config, after.name_label], [uuid, location, 4 * MiB, { keep: "me" }, "reverted"]);
+    assert.ok((await vdiEvents(token)).some((e) => e.ref === vdi && e.operation === "mod"));
+
+    await assertXenError(client.call("VDI.hangar_revert", vdi), "OPERATION_NOT_ALLOWED");
+    await assertXenError(client.call("VDI.hangar_revert", "OpaqueRef:nope"), "HANDLE_INVALID");
+    await client.call("VDI.destroy", vdi);
+    await assertXenError(client.call("VDI.hangar_revert", snapshot), "OPERATION_NOT_ALLOWED");
+  });
+
   test("VDI.introduce: only a key the SR lists is a VDI (no path reaches outside the SR)", async () => {
     const vdi = await create();
     const location = await client.call<string>("VDI.get_location", vdi);

@@ -1,6 +1,7 @@
 // VDI.*: volumes of attached SRs, every call through the SR's plugin, every record built from SR.ls
 // (vdi-records.ts). Changes made here are announced as VDI events. Hangar's own calls:
-// VDI.hangar_data_copy / VDI.hangar_data_mirror (vdi, remote NBD URI), tasks following Data.copy / Data.mirror.
+// VDI.hangar_data_copy / VDI.hangar_data_mirror (vdi, remote NBD URI), tasks following Data.copy / Data.mirror;
+// VDI.hangar_revert (snapshot), Volume.revert of the snapshot's original.
 import { parseNbdUri } from "../../nbd/uri.ts";
 import { computedGetters, parseCreateRecord, type FieldSpec, type RecordSource, zRecordArg } from "../accessors.ts";
 import { copyVdi, dataToRemote, inTask } from "../data-tasks.ts";
@@ -173,6 +174,25 @@ async function derive(ts: Toolstack, ref: string, how: "snapshot" | "clone"): Pr
   return rememberVdi(ts, vdi.sr, made);
 }
 
+/**
+ * VDI.hangar_revert: the original of `snapshot` (its snapshot_of) gets the snapshot's contents and size
+ * through Volume.revert, keeping its ref, uuid, name and maps. Refused when `snapshot` is no snapshot, its
+ * original is gone, or a task works on either.
+ */
+export async function revertToSnapshot(ts: Toolstack, snapshotRef: string): Promise<void> {
+  const snapshot = await locateVdi(ts, snapshotRef);
+  requireFeature(snapshot.sr, "VDI_REVERT");
+  const record = await vdiRecord(ts, snapshot);
+  if (record.is_a_snapshot !== true) throw xenErrors.operationNotAllowed(`VDI ${snapshotRef} is not a snapshot`);
+  const originalRef = String(record.snapshot_of);
+  if (originalRef === NULL_REF) throw xenErrors.operationNotAllowed(`the volume VDI ${snapshotRef} is a snapshot of no longer exists`);
+  const original = await locateVdi(ts, originalRef);
+  requireIdle(ts, snapshot);
+  requireIdle(ts, original);
+  await snapshot.sr.plugin.client.call("Volume.revert", { dbg: DBG, sr: snapshot.sr.uri, snapshot: snapshot.key, key: original.key });
+  await announceChanges(ts, snapshot.sr.ref, { modified: [originalRef] });
+}
+
 function checkRemote(remote: string): void {
   try {
     parseNbdUri(remote);
@@ -270,6 +290,7 @@ export const vdiCalls = [
     },
     { optional: 7 },
   ),
+  method("VDI.hangar_revert", [["snapshot", zRef]], async ({ ts }, ref) => revertToSnapshot(ts, ref)),
   method("VDI.hangar_data_copy", [["vdi", zRef], ["remote", zString]], async ({ ts, task }, ref, remote) => {
     checkRemote(remote);
     const vdi = await locateVdi(ts, ref);
