@@ -1,16 +1,12 @@
-// Row group 3: VDI.get_all_records with an SR of 10,000 volumes, over JSON-RPC and XML-RPC. The SR is made
-// through SR.create, its volumes straight through the file SR library (10,000 plugin calls would take
-// minutes). Records come from one SR.ls per SR, never a call per volume. Baseline: that SR.ls exec through
-// the plugin client, the floor of any listing.
-import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
+// Row group 3: VDI.get_all_records with an SR of 10,000 volumes (big-sr.ts), over JSON-RPC and XML-RPC.
+// Records come from one SR.ls per SR, never a call per volume. Baseline: that SR.ls exec through the
+// plugin client, the floor of any listing.
 import { z } from "zod";
-import { disconnectSr } from "../../server/plugins/filesr/db.ts";
-import { createVolume } from "../../server/plugins/filesr/index.ts";
 import { srUri } from "../../server/plugins/uris.ts";
 import { summarise, timeSeconds } from "../measure.ts";
 import type { Row } from "../table.ts";
 import { DBG, pluginClient, VOLUME_PLUGIN } from "../storage/plugins.ts";
+import { createBigSr } from "./big-sr.ts";
 import { type BenchService, formatLatency, measureBatch, percentile, prepareCall, WIRES, type Wire } from "./service.ts";
 import type { ToolstackSizes } from "./sizes.ts";
 
@@ -18,19 +14,7 @@ const TARGET_MS = 300;
 
 export async function benchVdiListing(service: BenchService, sizes: ToolstackSizes): Promise<Row[]> {
   const { client } = service;
-  const [host] = await client.call(z.array(z.string()), "host.get_all");
-  const path = join(service.dataDir, "bench-srs", "big");
-  await client.call(z.string(), "SR.create", host, { path }, "0", "big", "", "file", "user", false, {});
-  const started = Date.now();
-  try {
-    for (let i = 0; i < sizes.volumes; i++) await createVolume(path, { name: `volume ${i}`, description: "bench", size: 1024 ** 3 });
-  } finally {
-    disconnectSr(path);
-  }
-  process.stderr.write(`  created ${sizes.volumes} volumes in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
-  // The library's calls never yielded to I/O: let the client see the keep-alive connections the service
-  // closed meanwhile, or the next call goes out on one ("other side closed").
-  await sleep(100);
+  const { path } = await createBigSr(service, "big", sizes.volumes);
 
   // The first listing also records a locator and an "add" event per volume, once.
   const first = (await timeSeconds(() => client.call(z.record(z.string(), z.unknown()), "VDI.get_all_records"))) * 1000;
