@@ -1,0 +1,224 @@
+// Every toolstack task as the task page shows it: what it is (from the data-task state the toolstack keeps
+// in other_config, else its name_label), its state, progress (live from the datapath's Data.stat for a data
+// operation that runs), rate, time left, and the reason of a failure in words.
+import { z } from "zod";
+import type { RegisteredPlugin } from "../../storage/registry.ts";
+import { type XenApiClient, zInt64, zTaskRecord } from "../../toolstack/xenapi/client.ts";
+import { CONSOLE_DBG, findPlugin } from "../storage-access.ts";
+import { describeTaskError } from "../xenapi-error.ts";
+import type { TListTasksResponse, TTask, TTaskKind, TTaskState } from "./schema.ts";
+
+/** other_config keys the toolstack writes on data tasks (server/toolstack/data-tasks.ts). */
+const STATE_KEY = "hangar:data-operation";
+const BYTES_KEY = "hangar:bytes";
+
+/** No time left is shown for a task younger than this: its rate says nothing yet. */
+const ETA_MIN_AGE_S = 10;
+/** Data.stat of a running operation is asked for at most this long; the task's own progress is the fallback. */
+const STAT_TIMEOUT_MS = 2_000;
+/** Volume names and sizes change rarely; a page polling every second reuses them this long. */
+const VOLUME_TTL_MS = 30_000;
+
+export const ZTaskListRecord = zTaskRecord.extend({
+  allowed_operations: z.array(z.string()).default([]),
+  other_config: z.record(z.string(), z.string()).default({}),
+});
+type TaskListRecord = z.infer<typeof ZTaskListRecord>;
+
+const ZDataState = z.looseObject({
+  what: z.enum(["vdi-copy", "data-copy", "data-mirror"]),
+  vdi: z.string(),
+  destination: z.object({ sr: z.string(), key: z.string() }).optional(),
+  operation: z.object({ uri: z.string(), id: z.tuple([z.enum(["CopyV1", "MirrorV1"]), z.string()]) }).optional(),
+});
+type DataState = z.infer<typeof ZDataState>;
+
+const ZVdiBrief = z.looseObject({ name_label: z.string(), virtual_size: zInt64 });
+interface VolumeBrief {
+  name: string;
+  size: number;
+}
+const volumes = new Map<string, { at: number; brief: Promise<VolumeBrief | undefined> }>();
+
+/** A VDI's name and size, cached; undefined when it is gone (a finished copy's source may be). */
+function volumeBrief(xapi: XenApiClient, ref: string): Promise<VolumeBrief | undefined> {
+  const cached = volumes.get(ref);
+  if (cached !== undefined && Date.now() - cached.at < VOLUME_TTL_MS) return cached.brief;
+  const brief = xapi.call(ZVdiBrief, "VDI.get_record", ref).then(
+    (vdi) => ({ name: vdi.name_label, size: vdi.virtual_size }),
+    () => undefined,
+  );
+  if (volumes.size > 1000) volumes.clear();
+  volumes.set(ref, { at: Date.now(), brief });
+  return brief;
+}
+
+/** XenAPI's dates ("20261125T13:50:12Z") as milliseconds; undefined for the epoch (not finished) or garbage. */
+export function parseXenDate(text: string): number | undefined {
+  const match = /^(\d{4})-?(\d{2})-?(\d{2})T(\d{2}:\d{2}:\d{2})(?:\.\d+)?Z$/.exec(text);
+  if (match === null) return undefined;
+  const ms = Date.parse(`${match[1]}-${match[2]}-${match[3]}T${match[4]}Z`);
+  return ms > 0 ? ms : undefined;
+}
+
+const STATES: Record<TaskListRecord["status"], TTaskState> = {
+  pending: "running",
+  cancelling: "cancelling",
+  success: "succeeded",
+  failure: "failed",
+  cancelled: "cancelled",
+};
+
+const KIND_LABELS: Record<TTaskKind, string> = {
+  import: "Import",
+  export: "Export",
+  sr: "SR operation",
+  volume: "Volume operation",
+  vm: "VM operation",
+  "vdi-copy": "Volume copy (Data.copy)",
+  "data-copy": "Data.copy",
+  "data-mirror": "Data.mirror",
+  other: "Task",
+};
+
+function dataState(record: TaskListRecord): DataState | undefined {
+  const text = record.other_config[STATE_KEY];
+  if (text === undefined) return undefined;
+  try {
+    const parsed = ZDataState.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The task's kind: a data task's state says it; else the call its name_label names. */
+export function classify(name: string, state: DataState | undefined): TTaskKind {
+  if (state !== undefined) return state.what;
+  const call = name.replace(/^Async\./, "");
+  if (call === "VDI.copy") return "vdi-copy";
+  if (call === "VDI.hangar_data_copy") return "data-copy";
+  if (call === "VDI.hangar_data_mirror") return "data-mirror";
+  if (/import/i.test(call)) return "import";
+  if (/export/i.test(call)) return "export";
+  if (/^(SR|PBD)\./.test(call)) return "sr";
+  if (/^VDI\./.test(call)) return "volume";
+  if (/^(VM|VBD|VIF)\./.test(call)) return "vm";
+  return "other";
+}
+
+/** A call name for people: "Async.VDI.snapshot" → "VDI.snapshot". */
+function callName(name: string): string {
+  return name.replace(/^Async\./, "");
+}
+
+function titleFor(kind: TTaskKind, record: TaskListRecord, volume: VolumeBrief | undefined): string {
+  const what = volume === undefined ? "a volume" : `volume “${volume.name}”`;
+  switch (kind) {
+    case "vdi-copy":
+      return `Copy of ${what} to another SR`;
+    case "data-copy":
+      return `Copy of ${what} to an NBD export`;
+    case "data-mirror":
+      return `Mirror of ${what} to an NBD export`;
+    default:
+      return record.name_description.trim() === "" ? callName(record.name_label) : `${callName(record.name_label)}: ${record.name_description}`;
+  }
+}
+
+/** Live progress of a running data operation from its datapath; undefined when it cannot be had quickly. */
+async function liveProgress(pluginRoot: string, operation: NonNullable<DataState["operation"]>): Promise<number | undefined> {
+  const scheme = operation.uri.split(":", 1)[0] ?? "";
+  let plugin: RegisteredPlugin;
+  try {
+    plugin = await findPlugin(pluginRoot, scheme, "datapath");
+  } catch {
+    return undefined;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), STAT_TIMEOUT_MS)));
+  try {
+    const status = await Promise.race([plugin.client.call("Data.stat", { dbg: CONSOLE_DBG, operation: operation.id }), deadline]);
+    return status?.progress;
+  } catch {
+    // The task finished and forgot its operation between the listing and this call.
+    return undefined;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** One task as the page shows it; `now` in milliseconds. */
+export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: string, record: TaskListRecord, now: number): Promise<TTask> {
+  const state = dataState(record);
+  const kind = classify(record.name_label, state);
+  const taskState = STATES[record.status];
+  const running = taskState === "running" || taskState === "cancelling";
+  const volume = state === undefined ? undefined : await volumeBrief(xapi, state.vdi);
+
+  let progress = Math.min(1, Math.max(0, record.progress));
+  if (running && state?.operation !== undefined) {
+    const live = await liveProgress(pluginRoot, state.operation);
+    if (live !== undefined) progress = Math.max(progress, Math.min(1, live));
+  }
+
+  const created = parseXenDate(record.created) ?? now;
+  const finished = running ? undefined : parseXenDate(record.finished);
+  const end = finished ?? now;
+  const durationS = Math.max(0, (end - created) / 1000);
+
+  const recorded = Number(record.other_config[BYTES_KEY]);
+  const size = Number.isFinite(recorded) && recorded > 0 ? recorded : volume?.size;
+  // A mirror moves whatever is written while it runs: neither a total nor a rate of the volume means anything.
+  const copies = kind === "vdi-copy" || kind === "data-copy";
+  const totalBytes = copies && size !== undefined ? size : null;
+  const rateBytesPerS = totalBytes !== null && durationS > 0 && progress > 0 && taskState !== "failed" ? (totalBytes * progress) / durationS : null;
+  const etaS =
+    running && kind !== "data-mirror" && progress > 0 && progress < 1 && durationS >= ETA_MIN_AGE_S ? Math.max(0, durationS / progress - durationS) : null;
+
+  const failed = taskState === "failed";
+  return {
+    ref,
+    uuid: record.uuid,
+    name: record.name_label,
+    title: titleFor(kind, record, volume),
+    kind,
+    kindLabel: KIND_LABELS[kind],
+    state: taskState,
+    progress,
+    created: new Date(created).toISOString(),
+    finished: finished === undefined ? null : new Date(finished).toISOString(),
+    durationS,
+    totalBytes,
+    rateBytesPerS,
+    etaS,
+    error: failed ? describeTaskError(record.error_info) || "The task failed without saying why." : null,
+    errorCode: failed ? (record.error_info[0] ?? null) : null,
+    canCancel: record.status === "pending" && record.allowed_operations.includes("cancel"),
+    canDestroy: !running,
+  };
+}
+
+/** Every task of the toolstack: running ones first (newest first), then the history (last finished first). */
+export async function listTasks(xapi: XenApiClient, pluginRoot: string): Promise<TListTasksResponse> {
+  const now = Date.now();
+  const records = await xapi.records("task", ZTaskListRecord);
+  const tasks = await Promise.all(Object.entries(records).map(([ref, record]) => describeTask(xapi, pluginRoot, ref, record, now)));
+  const isRunning = (task: TTask) => task.state === "running" || task.state === "cancelling";
+  tasks.sort((a, b) => {
+    if (isRunning(a) !== isRunning(b)) return isRunning(a) ? -1 : 1;
+    const key = (task: TTask) => task.finished ?? task.created;
+    return key(b).localeCompare(key(a));
+  });
+  return { tasks, now: new Date(now).toISOString() };
+}
+
+/** task.cancel; the toolstack refuses one that is not pending (OPERATION_NOT_ALLOWED, in words). */
+export async function cancelTask(xapi: XenApiClient, ref: string): Promise<void> {
+  await xapi.call(z.unknown(), "task.cancel", ref);
+}
+
+/** task.destroy of a finished task: it leaves the history. */
+export async function destroyTask(xapi: XenApiClient, ref: string): Promise<void> {
+  await xapi.call(z.unknown(), "task.destroy", ref);
+}
