@@ -1,44 +1,19 @@
-// SR datasources in the rrdd plugin protocol v2 (what `xeno+shm:///<uid>` in SR.stat points to):
-//   "DATASOURCES" | u32 data CRC32 (timestamp + values) | u32 metadata CRC32 | u32 count |
-//   f64 timestamp | count × 8-byte values (int64 or double) | u32 metadata length | metadata JSON
-// all big-endian. The file is rewritten in place; readers skip a sample whose data CRC did not change.
+// SR datasources in the rrdd plugin protocol v2 (what `xeno+shm:///<uid>` in SR.stat points to); the
+// format, its encoder and its reader are in server/storage/rrdd.ts (the console's sampler reads them too).
+// The file is rewritten in place; readers skip a sample whose data CRC did not change.
 import fs from "node:fs";
 import { metricsDir } from "../../config.ts";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
-import * as z from "zod/mini";
+import { encodeRrdd, type RrddDatasource } from "../../storage/rrdd.ts";
 import { CLUSTER_SIZE } from "./layout.ts";
 import { connectSr, readSr, statement, transact, type SrConnection } from "./db.ts";
 import { deleteHandle, insertHandle, liveHandles } from "./handles.ts";
 import { datasourceUid } from "./sr.ts";
 import { readSrIo, retireDeadIoRecorders, type IoCounters } from "./stats.ts";
 
-/** node:zlib (and the stream modules it pulls in) loaded on use: most plugin calls write no datasource. */
-const crc32 = (data: Buffer): number => process.getBuiltinModule("node:zlib").crc32(data);
-
-const HEADER = "DATASOURCES";
-
-const DatasourceMetaSchema = z.object({
-  description: z.string(),
-  owner: z.string(),
-  value_type: z.enum(["int64", "float"]),
-  type: z.enum(["absolute", "gauge", "derive"]),
-  units: z.string(),
-  min: z.string(),
-  max: z.string(),
-  default: z.string(),
-});
-const MetadataSchema = z.object({ datasources: z.record(z.string(), DatasourceMetaSchema) });
-
-export type DatasourceMeta = z.infer<typeof DatasourceMetaSchema>;
-
-export interface RrddFile {
-  timestamp: number;
-  values: Record<string, number>;
-  metadata: Record<string, DatasourceMeta>;
-  dataCrc: number;
-}
+export { readRrddFile, type DatasourceMeta, type RrddFile } from "../../storage/rrdd.ts";
 
 /** What one write produced; pass it to the next write so latencies cover the interval in between. */
 export interface DatasourceSample {
@@ -46,82 +21,9 @@ export interface DatasourceSample {
   io: IoCounters;
 }
 
-interface Datasource {
-  name: string;
-  value: number;
-  valueType: "int64" | "float";
-  type: "gauge" | "derive";
-  units: string;
-  description: string;
-}
-
 /** Where datasource files go unless a caller says otherwise (config.ts: HANGAR_METRICS_DIR). */
 export function defaultMetricsDir(): string {
   return metricsDir();
-}
-
-function encodeRrdd(timestamp: number, owner: string, datasources: Datasource[]): Buffer {
-  const values = Buffer.alloc(8 + 8 * datasources.length);
-  values.writeDoubleBE(timestamp, 0);
-  datasources.forEach((source, i) => {
-    if (source.valueType === "int64") values.writeBigInt64BE(BigInt(Math.round(source.value)), 8 + 8 * i);
-    else values.writeDoubleBE(source.value, 8 + 8 * i);
-  });
-  const metadata = Buffer.from(
-    JSON.stringify({
-      datasources: Object.fromEntries(
-        datasources.map((source) => [
-          source.name,
-          {
-            description: source.description,
-            owner,
-            value_type: source.valueType,
-            type: source.type,
-            units: source.units,
-            min: "0",
-            max: "inf",
-            default: "true",
-          },
-        ]),
-      ),
-    }),
-  );
-  const head = Buffer.alloc(HEADER.length + 12);
-  head.write(HEADER, 0, "latin1");
-  head.writeUInt32BE(crc32(values), HEADER.length);
-  head.writeUInt32BE(crc32(metadata), HEADER.length + 4);
-  head.writeUInt32BE(datasources.length, HEADER.length + 8);
-  const length = Buffer.alloc(4);
-  length.writeUInt32BE(metadata.length);
-  return Buffer.concat([head, values, length, metadata]);
-}
-
-export function readRrddFile(file: string): RrddFile {
-  const buffer = fs.readFileSync(file);
-  if (buffer.toString("latin1", 0, HEADER.length) !== HEADER) throw new Error(`${file}: not an rrdd v2 file`);
-  const dataCrc = buffer.readUInt32BE(HEADER.length);
-  const metadataCrc = buffer.readUInt32BE(HEADER.length + 4);
-  const count = buffer.readUInt32BE(HEADER.length + 8);
-  const valuesStart = HEADER.length + 12;
-  const values = buffer.subarray(valuesStart, valuesStart + 8 + 8 * count);
-  if (crc32(values) !== dataCrc) throw new Error(`${file}: data checksum mismatch`);
-  const metadataLength = buffer.readUInt32BE(valuesStart + values.length);
-  const metadata = buffer.subarray(valuesStart + values.length + 4, valuesStart + values.length + 4 + metadataLength);
-  if (metadata.length !== metadataLength || crc32(metadata) !== metadataCrc) throw new Error(`${file}: metadata checksum mismatch`);
-  const sources = MetadataSchema.parse(JSON.parse(metadata.toString("utf8"))).datasources;
-  const names = Object.keys(sources);
-  if (names.length !== count) throw new Error(`${file}: ${count} values but ${names.length} datasources`);
-  return {
-    timestamp: values.readDoubleBE(0),
-    values: Object.fromEntries(
-      names.map((name, i) => [
-        name,
-        sources[name]!.value_type === "int64" ? Number(values.readBigInt64BE(8 + 8 * i)) : values.readDoubleBE(8 + 8 * i),
-      ]),
-    ),
-    metadata: sources,
-    dataCrc,
-  };
 }
 
 /** Average latency in milliseconds of the operations between two counter readings. */
@@ -144,7 +46,7 @@ export async function writeSrDatasources(srPath: string, dir = defaultMetricsDir
   const before = previous?.io;
   const delta = (name: keyof IoCounters) => io[name] - (before?.[name] ?? 0);
   const timestamp = Date.now() / 1000;
-  const datasources: Datasource[] = [
+  const datasources: RrddDatasource[] = [
     { name: "free_space", value: space.bavail * space.bsize, valueType: "int64", type: "gauge", units: "B", description: "Free space on the SR's filesystem" },
     { name: "total_space", value: space.blocks * space.bsize, valueType: "int64", type: "gauge", units: "B", description: "Size of the SR's filesystem" },
     { name: "used_space", value: used, valueType: "int64", type: "gauge", units: "B", description: "Space allocated to the SR's volumes" },
