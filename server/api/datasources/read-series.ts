@@ -1,0 +1,63 @@
+// datasources.series: the SR checked with the user's session (it exists, it is attached, the user may see
+// it), then registered with the console's sampler and answered from its memory. See
+// server/datasources/sampler.ts for where the sampler's SR list comes from.
+import { z } from "zod";
+import { consoleSampler } from "../../datasources/console-sampler.ts";
+import { SAMPLE_INTERVAL_MS, type DatasourceSampler, type WatchedSr } from "../../datasources/sampler.ts";
+import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import { accessSr, callPlugin, CONSOLE_DBG, findPlugin, type SrAccess } from "../storage-access.ts";
+import type { TSeriesResponse, TSeriesSchema } from "./schema.ts";
+
+/** How often a series request also registers every attached SR the toolstack lists. */
+const DISCOVERY_INTERVAL_MS = 60_000;
+let lastDiscovery = 0;
+
+function watchedSr(sr: Pick<SrAccess, "name" | "uri" | "plugin">): WatchedSr {
+  return {
+    name: sr.name,
+    datasources: async () => (await callPlugin(sr.plugin, "SR.stat", { dbg: CONSOLE_DBG, sr: sr.uri })).datasources,
+  };
+}
+
+export async function readSeries(xapi: XenApiClient, pluginRoot: string, input: TSeriesSchema, sampler: DatasourceSampler = consoleSampler()): Promise<TSeriesResponse> {
+  const sr = await accessSr(xapi, pluginRoot, input.srRef);
+  await sampler.watch(sr.ref, watchedSr(sr));
+  if (Date.now() - lastDiscovery > DISCOVERY_INTERVAL_MS) {
+    lastDiscovery = Date.now();
+    // In the background: the other SRs' history starts filling before anyone opens their page.
+    void discoverAttachedSrs(xapi, pluginRoot, sampler).catch(() => undefined);
+  }
+  const series = sampler.series(sr.ref, input.rangeSeconds) ?? { datasources: [], samples: [], error: null };
+  const names = series.datasources.map((source) => source.name);
+  return {
+    srRef: sr.ref,
+    rangeSeconds: input.rangeSeconds,
+    intervalSeconds: SAMPLE_INTERVAL_MS / 1000,
+    t: series.samples.map((sample) => sample.t),
+    values: Object.fromEntries(names.map((name) => [name, series.samples.map((sample) => roundValue(sample.values[name] ?? null))])),
+    datasources: series.datasources,
+    error: series.error,
+  };
+}
+
+/** Six significant digits are more than a chart shows, and keep the answer small. */
+function roundValue(value: number | null): number | null {
+  return value === null || !Number.isFinite(value) ? null : Number(value.toPrecision(6));
+}
+
+const ZPbd = z.looseObject({ SR: z.string(), currently_attached: z.boolean(), other_config: z.record(z.string(), z.string()) });
+
+/** Registers every attached SR the toolstack lists (through the user's session) with the sampler. */
+export async function discoverAttachedSrs(xapi: XenApiClient, pluginRoot: string, sampler: DatasourceSampler): Promise<void> {
+  const pbds = Object.values(await xapi.records("PBD", ZPbd));
+  // One SR whose plugin is missing does not keep the others out.
+  await Promise.allSettled(
+    pbds.map(async (pbd) => {
+      const uri = pbd.other_config["hangar-sr-uri"];
+      if (!pbd.currently_attached || uri === undefined) return;
+      const [type, name] = await Promise.all([xapi.call(z.string(), "SR.get_type", pbd.SR), xapi.call(z.string(), "SR.get_name_label", pbd.SR)]);
+      const plugin = await findPlugin(pluginRoot, type, "volume");
+      await sampler.watch(pbd.SR, watchedSr({ name, uri, plugin }));
+    }),
+  );
+}
