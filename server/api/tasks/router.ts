@@ -2,7 +2,8 @@
 // copy or mirror of a volume (an Async. call: a task like any other).
 import { createTRPCRouter, authedProcedure } from "../trpc.ts";
 import { cancelTask, destroyTask, listTasks } from "./list-tasks.ts";
-import { ZListTasksResponse, ZTaskRefSchema } from "./schema.ts";
+import { ZCopySourcesResponse, ZListTasksResponse, ZStartDataTaskResponse, ZStartDataTaskSchema, ZTaskRefSchema } from "./schema.ts";
+import { copySources, startDataTask } from "./start-data-task.ts";
 
 export const tasksRouter = createTRPCRouter({
   list: authedProcedure.output(ZListTasksResponse).query(({ ctx }) => listTasks(ctx.xapi, ctx.pluginRoot)),
@@ -10,4 +11,11 @@ export const tasksRouter = createTRPCRouter({
   cancel: authedProcedure.input(ZTaskRefSchema).mutation(({ ctx, input }) => cancelTask(ctx.xapi, input.ref)),
 
   destroy: authedProcedure.input(ZTaskRefSchema).mutation(({ ctx, input }) => destroyTask(ctx.xapi, input.ref)),
+
+  copySources: authedProcedure.output(ZCopySourcesResponse).query(({ ctx }) => copySources(ctx.xapi)),
+
+  startDataTask: authedProcedure
+    .input(ZStartDataTaskSchema)
+    .output(ZStartDataTaskResponse)
+    .mutation(async ({ ctx, input }) => ({ task: await startDataTask(ctx.xapi, input) })),
 });
