@@ -14,7 +14,7 @@ const WORDS: Record<string, (p: readonly string[]) => string> = {
   SR_HAS_PBD: () => "The SR is still attached. Detach it first.",
   SR_UNKNOWN_DRIVER: (p) => `No volume plugin handles SRs of type "${p[0] ?? "?"}".`,
   SR_OPERATION_NOT_SUPPORTED: () => "The SR's plugin does not support this operation.",
-  SR_BACKEND_FAILURE: (p) => `The storage plugin failed: ${p.slice(1).filter(Boolean).join(" ") || p[0] || "no reason given"}`,
+  SR_BACKEND_FAILURE: (p) => `The storage plugin failed: ${backendReason(p)}`,
   VDI_IN_USE: () => "The volume is in use (by a VM or a running task).",
   OTHER_OPERATION_IN_PROGRESS: () => "Another operation is running on this object. Wait for it to finish.",
   VDI_COPY_FAILED: (p) => `The copy failed: ${p.join(" ") || "no reason given"}`,
@@ -29,11 +29,35 @@ const WORDS: Record<string, (p: readonly string[]) => string> = {
   NETWORK_CONTAINS_VIF: () => "The network is still used by VM interfaces.",
   MEMORY_CONSTRAINT_VIOLATION: (p) => `Memory settings are inconsistent: ${p.join(" ")}`,
   VDI_LOCATION_MISSING: () => "No volume is at that location in the SR.",
+  PBD_EXISTS: () => "The SR already has a connection (PBD) to this host.",
+  SR_HAS_NO_PBDS: () => "The SR has no connection (PBD) to this host: it cannot be attached from here.",
 };
+
+/** What a plugin failure's first parameter (an interface error constructor or a caller code) means. */
+const BACKEND_WORDS: Record<string, string> = {
+  SR_does_not_exist: "the SR does not exist",
+  Sr_not_attached: "the SR is not attached",
+  Unimplemented: "the plugin does not implement this call",
+  Cancelled: "the operation was cancelled",
+  Activated_on_another_host: "the volume is active on another host",
+  SCRIPT_FAILED: "the plugin crashed, timed out or answered garbage",
+  SCRIPT_MISSING: "the plugin has no script for this call",
+  SCRIPT_NOT_EXECUTABLE: "the plugin's script for this call is not executable",
+  PLUGIN_RESULT_INVALID: "the plugin answered something of the wrong shape",
+  TRANSPORT_FAILED: "the plugin's daemon could not be reached",
+};
+
+function backendReason(p: readonly string[]): string {
+  const [first = "", ...rest] = p;
+  const words = BACKEND_WORDS[first];
+  if (words !== undefined) return rest.some(Boolean) ? `${words}: ${rest.filter(Boolean).join(" ")}` : words;
+  return rest.filter(Boolean).join(" ") || first || "no reason given";
+}
 
 /** A XenAPI error code and its parameters as one sentence. */
 export function describeXenApiError(code: string, params: readonly string[] = []): string {
-  const words = WORDS[code];
+  // A plugin's numbered failures (SR_BACKEND_FAILURE_<n>) read as its plain one.
+  const words = WORDS[code] ?? (/^SR_BACKEND_FAILURE_\d+$/.test(code) ? WORDS.SR_BACKEND_FAILURE : undefined);
   if (words !== undefined) return words(params);
   return params.length > 0 ? `${code}: ${params.join(", ")}` : code;
 }
@@ -62,7 +86,7 @@ function codeFor(code: string): TRPC_ERROR_CODE_KEY {
     case "SR_BACKEND_FAILURE":
       return "BAD_GATEWAY";
     default:
-      return "BAD_REQUEST";
+      return /^SR_BACKEND_FAILURE_\d+$/.test(code) ? "BAD_GATEWAY" : "BAD_REQUEST";
   }
 }
 
