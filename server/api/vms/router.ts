@@ -1,3 +1,33 @@
-import { createTRPCRouter } from "../trpc.ts";
+// VMs from the toolstack: the list with their disks, one VM's page, rename, description and destroy.
+import { authedProcedure, createTRPCRouter } from "../trpc.ts";
+import { destroyVm, renameVm, setVmDescription } from "./change-vm.ts";
+import { getVm, listVms } from "./list-vms.ts";
+import {
+  ZDestroyVmSchema,
+  ZGetVmResponse,
+  ZGetVmSchema,
+  ZListVmsResponse,
+  ZRenameVmSchema,
+  ZSetVmDescriptionSchema,
+  ZVmChangeResponse,
+} from "./schema.ts";
 
-export const vmsRouter = createTRPCRouter({});
+export const vmsRouter = createTRPCRouter({
+  list: authedProcedure.output(ZListVmsResponse).query(({ ctx }) => listVms(ctx.xapi)),
+  get: authedProcedure
+    .input(ZGetVmSchema)
+    .output(ZGetVmResponse)
+    .query(({ ctx, input }) => getVm(ctx.xapi, input.ref)),
+  rename: authedProcedure
+    .input(ZRenameVmSchema)
+    .output(ZVmChangeResponse)
+    .mutation(({ ctx, input }) => renameVm(ctx.xapi, input.ref, input.name)),
+  setDescription: authedProcedure
+    .input(ZSetVmDescriptionSchema)
+    .output(ZVmChangeResponse)
+    .mutation(({ ctx, input }) => setVmDescription(ctx.xapi, input.ref, input.description)),
+  destroy: authedProcedure
+    .input(ZDestroyVmSchema)
+    .output(ZVmChangeResponse)
+    .mutation(({ ctx, input }) => destroyVm(ctx.xapi, input.ref, input.keepDisks)),
+});

@@ -1,0 +1,98 @@
+// The vms router against a real toolstack: VMs made with XenAPI (VM.create, VDI.create, VBD.create,
+// VIF.create), listed with their disks and SRs, renamed, described and destroyed with or without disks.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { TRPCError } from "@trpc/server";
+import { z } from "zod";
+import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import { startConsoleUnderTest } from "../testing.ts";
+
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+const zRef = z.string();
+
+async function makeVm(xapi: XenApiClient, sr: string, name: string) {
+  const vm = await xapi.call(zRef, "VM.create", { name_label: name, memory_static_max: 2 * GiB, memory_dynamic_max: 2 * GiB, VCPUs_max: 2, VCPUs_at_startup: 2 });
+  const root = await xapi.call(zRef, "VDI.create", { SR: sr, virtual_size: 8 * MiB, name_label: `${name} root`, type: "user" });
+  const data = await xapi.call(zRef, "VDI.create", { SR: sr, virtual_size: 4 * MiB, name_label: `${name} data`, type: "user" });
+  await xapi.call(zRef, "VBD.create", { VM: vm, VDI: root, userdevice: "0", type: "Disk", mode: "RW", bootable: true });
+  await xapi.call(zRef, "VBD.create", { VM: vm, VDI: data, userdevice: "1", type: "Disk", mode: "RW", bootable: false });
+  await xapi.call(zRef, "VBD.create", { VM: vm, VDI: "OpaqueRef:NULL", userdevice: "3", type: "CD", mode: "RO", empty: true, bootable: false });
+  return { vm, root, data };
+}
+
+const isCode = (code: string) => (error: unknown) => {
+  assert.ok(error instanceof TRPCError, String(error));
+  assert.equal(error.code, code);
+  return true;
+};
+
+test("vms: list with disks and SRs, get with interfaces, rename, description, destroy with and without disks", async (t) => {
+  const { caller, anonymous, xapi } = await startConsoleUnderTest(t);
+  const pool = (await xapi.call(z.array(zRef), "pool.get_all"))[0]!;
+  const sr = await xapi.call(zRef, "pool.get_default_SR", pool);
+  const srName = await xapi.call(z.string(), "SR.get_name_label", sr);
+  const network = (await xapi.call(z.array(zRef), "network.get_all"))[0]!;
+
+  assert.deepEqual(await caller.vms.list(), { vms: [] });
+  await assert.rejects(anonymous.vms.list(), isCode("UNAUTHORIZED"));
+
+  const web = await makeVm(xapi, sr, "web 10");
+  const db = await makeVm(xapi, sr, "web 9");
+  await xapi.call(zRef, "VIF.create", { VM: web.vm, network, device: "0", MAC: "aa:bb:cc:dd:ee:01", MTU: 1500 });
+  const template = await xapi.call(zRef, "VM.create", { name_label: "a template", is_a_template: true });
+
+  const { vms } = await caller.vms.list();
+  assert.deepEqual(
+    vms.map((vm) => vm.name),
+    ["web 9", "web 10"],
+    "names sorted as people sort them; templates left out",
+  );
+  assert.ok(!vms.some((vm) => vm.ref === template));
+  const listed = vms.find((vm) => vm.ref === web.vm)!;
+  assert.equal(listed.memoryBytes, 2 * GiB);
+  assert.equal(listed.vcpus, 2);
+  assert.equal(listed.powerState, "Halted");
+  assert.deepEqual(
+    listed.disks.map((d) => [d.userdevice, d.isCd, d.empty, d.vdi?.name ?? null, d.vdi?.sizeBytes ?? null, d.vdi?.srRef ?? null, d.vdi?.srName ?? null]),
+    [
+      ["0", false, false, "web 10 root", 8 * MiB, sr, srName],
+      ["1", false, false, "web 10 data", 4 * MiB, sr, srName],
+      ["3", true, true, null, null, null, null],
+    ],
+  );
+
+  const page = await caller.vms.get({ ref: web.vm });
+  assert.equal(page.name, "web 10");
+  assert.deepEqual(
+    page.interfaces.map((i) => [i.device, i.mac, i.mtu, i.networkRef, typeof i.networkName]),
+    [["0", "aa:bb:cc:dd:ee:01", 1500, network, "string"]],
+  );
+  assert.ok(page.allowedOperations.includes("destroy"));
+  assert.equal(page.disks.length, 3);
+
+  await caller.vms.rename({ ref: web.vm, name: "  web renamed  " });
+  await caller.vms.setDescription({ ref: web.vm, description: "front end" });
+  const renamed = await caller.vms.get({ ref: web.vm });
+  assert.deepEqual([renamed.name, renamed.description], ["web renamed", "front end"]);
+  const tasks = await xapi.call(z.record(z.string(), z.looseObject({ name_label: z.string() })), "task.get_all_records");
+  assert.ok(Object.values(tasks).some((task) => task.name_label === "Async.VM.set_name_label"), "the rename ran as a task");
+  await assert.rejects(caller.vms.rename({ ref: web.vm, name: "   " }), isCode("BAD_REQUEST"));
+
+  // Destroy keeping the disks: the VDIs stay, unplugged.
+  await caller.vms.destroy({ ref: db.vm, keepDisks: true });
+  assert.deepEqual(await xapi.call(z.array(zRef), "VDI.get_VBDs", db.root), []);
+  // Destroy with the disks: they go.
+  await caller.vms.destroy({ ref: web.vm, keepDisks: false });
+  await assert.rejects(xapi.call(z.unknown(), "VDI.get_record", web.root), /HANDLE_INVALID/);
+  assert.deepEqual(await caller.vms.list(), { vms: [] });
+
+  // A VM gone (another window): NOT_FOUND in words, for the page and for a change.
+  await assert.rejects(caller.vms.get({ ref: web.vm }), (error: unknown) => {
+    isCode("NOT_FOUND")(error);
+    assert.match((error as Error).message, /no longer exists/);
+    return true;
+  });
+  await assert.rejects(caller.vms.destroy({ ref: web.vm, keepDisks: true }), isCode("NOT_FOUND"));
+  await assert.rejects(caller.vms.get({ ref: template }), isCode("NOT_FOUND"));
+});

@@ -1,0 +1,71 @@
+// What the vms router accepts and returns. Sizes are bytes (the UI formats them); refs are XenAPI refs.
+import { z } from "zod";
+
+const ZRef = z.string().trim().min(1, "Name a VM").max(255);
+
+export const ZVmDisk = z.object({
+  vbdRef: z.string(),
+  /** "0", "1", … as the VM sees its devices. */
+  userdevice: z.string(),
+  type: z.string(),
+  /** A CD (or floppy) drive rather than a disk. */
+  isCd: z.boolean(),
+  mode: z.string(),
+  bootable: z.boolean(),
+  /** Nothing inserted (CD drives). */
+  empty: z.boolean(),
+  /** null for an empty drive, or a volume the toolstack cannot list now (its SR unreachable). */
+  vdi: z
+    .object({
+      ref: z.string(),
+      uuid: z.string(),
+      name: z.string(),
+      sizeBytes: z.number(),
+      srRef: z.string(),
+      /** null when the SR's name could not be read (the SR is gone or unreachable). */
+      srName: z.string().nullable(),
+    })
+    .nullable(),
+});
+
+export const ZVmSummary = z.object({
+  ref: z.string(),
+  uuid: z.string(),
+  name: z.string(),
+  description: z.string(),
+  powerState: z.string(),
+  /** memory_static_max: what the VM may be given at most. */
+  memoryBytes: z.number(),
+  vcpus: z.number(),
+  disks: z.array(ZVmDisk),
+});
+
+export const ZVmInterface = z.object({
+  ref: z.string(),
+  device: z.string(),
+  mac: z.string(),
+  mtu: z.number(),
+  networkRef: z.string(),
+  networkName: z.string().nullable(),
+});
+
+export const ZListVmsResponse = z.object({ vms: z.array(ZVmSummary) });
+
+export const ZGetVmSchema = z.object({ ref: ZRef });
+export const ZGetVmResponse = ZVmSummary.extend({
+  vcpusAtStartup: z.number(),
+  memoryMinBytes: z.number(),
+  interfaces: z.array(ZVmInterface),
+  allowedOperations: z.array(z.string()),
+});
+
+export const ZRenameVmSchema = z.object({ ref: ZRef, name: z.string().trim().min(1, "Give the VM a name").max(255, "Use at most 255 characters") });
+export const ZSetVmDescriptionSchema = z.object({ ref: ZRef, description: z.string().trim().max(1024, "Use at most 1024 characters") });
+export const ZDestroyVmSchema = z.object({ ref: ZRef, keepDisks: z.boolean() });
+export const ZVmChangeResponse = z.object({ task: z.string() });
+
+export type TVmDisk = z.infer<typeof ZVmDisk>;
+export type TVmSummary = z.infer<typeof ZVmSummary>;
+export type TVmInterface = z.infer<typeof ZVmInterface>;
+export type TListVmsResponse = z.infer<typeof ZListVmsResponse>;
+export type TGetVmResponse = z.infer<typeof ZGetVmResponse>;
