@@ -7,14 +7,18 @@ import { toTRPCError } from "./storage-error.ts";
 const WORDS: Record<string, (p: readonly string[]) => string> = {
   SESSION_INVALID: () => "Your session has ended. Log in again.",
   SESSION_AUTHENTICATION_FAILED: () => "Wrong user name or password.",
-  HANDLE_INVALID: (p) => `The ${p[0] ?? "object"} no longer exists: it may have been removed in another window.`,
-  UUID_INVALID: (p) => `No ${p[0] ?? "object"} has the uuid ${p[1] ?? ""}.`,
+  HANDLE_INVALID: (p) => `The ${thing(p[0])} no longer exists: it may have been removed in another window.`,
+  UUID_INVALID: (p) =>
+    p[0] === "VDI" ? "The volume no longer exists: it may have been destroyed in another window." : `No ${thing(p[0])} has the uuid ${p[1] ?? ""}.`,
   DEFAULT_SR_NOT_FOUND: () => "The pool has no default SR. Choose an SR, or make one the default.",
   SR_NOT_ATTACHED: () => "The SR is detached. Attach it first.",
   SR_HAS_PBD: () => "The SR is still attached. Detach it first.",
   SR_UNKNOWN_DRIVER: (p) => `No volume plugin handles SRs of type "${p[0] ?? "?"}".`,
   SR_OPERATION_NOT_SUPPORTED: () => "The SR's plugin does not support this operation.",
-  SR_BACKEND_FAILURE: (p) => `The storage plugin failed: ${backendReason(p)}`,
+  SR_BACKEND_FAILURE: (p) =>
+    p[0] === "Volume_does_not_exist"
+      ? "The volume no longer exists: it may have been destroyed in another window."
+      : `The storage plugin failed: ${backendReason(p)}`,
   VDI_IN_USE: () => "The volume is in use (by a VM or a running task).",
   OTHER_OPERATION_IN_PROGRESS: () => "Another operation is running on this object. Wait for it to finish.",
   VDI_COPY_FAILED: (p) => `The copy failed: ${p.join(" ") || "no reason given"}`,
@@ -25,13 +29,19 @@ const WORDS: Record<string, (p: readonly string[]) => string> = {
   OPERATION_NOT_ALLOWED: (p) => `Not allowed now: ${p.join(" ")}`,
   INVALID_VALUE: (p) => `Invalid value ${p[1] ? `"${p[1]}" ` : ""}for ${p[0] ?? "a field"}.`,
   VALUE_NOT_SUPPORTED: (p) => `The value ${p[1] ? `"${p[1]}" ` : ""}is not supported for ${p[0] ?? "this field"}${p[2] ? `: ${p[2]}` : ""}.`,
-  MAP_DUPLICATE_KEY: (p) => `The key "${p[2] ?? ""}" is already set.`,
+  MAP_DUPLICATE_KEY: (p) => `The key "${p[3] ?? p[2] ?? ""}" is already set.`,
   NETWORK_CONTAINS_VIF: () => "The network is still used by VM interfaces.",
   MEMORY_CONSTRAINT_VIOLATION: (p) => `Memory settings are inconsistent: ${p.join(" ")}`,
   VDI_LOCATION_MISSING: () => "No volume is at that location in the SR.",
   PBD_EXISTS: () => "The SR already has a connection (PBD) to this host.",
   SR_HAS_NO_PBDS: () => "The SR has no connection (PBD) to this host: it cannot be attached from here.",
 };
+
+/** XenAPI class names as people say them. */
+function thing(cls: string | undefined): string {
+  if (cls === undefined) return "object";
+  return ({ VDI: "volume", VBD: "disk link", PBD: "SR connection", VIF: "network interface" } as Record<string, string>)[cls] ?? cls;
+}
 
 /** What a plugin failure's first parameter (an interface error constructor or a caller code) means. */
 const BACKEND_WORDS: Record<string, string> = {
