@@ -54,9 +54,9 @@ export function RunningTasksSummary() {
             <li key={task.ref} className="flex flex-col gap-1.5">
               <div className="flex flex-wrap items-baseline justify-between gap-x-3 gap-y-1 text-sm">
                 <span className="min-w-0 font-medium break-words text-zinc-900 dark:text-zinc-100">{task.title}</span>
-                <span className="text-zinc-600 tabular-nums dark:text-zinc-400">{formatPercent(task.progress)}</span>
+                <span className="text-zinc-600 tabular-nums dark:text-zinc-400">{task.kind === "data-mirror" ? "Mirroring" : formatPercent(task.progress)}</span>
               </div>
-              <ProgressBar value={task.progress} label={`Progress of ${task.title}`} />
+              <ProgressBar value={task.kind === "data-mirror" ? null : task.progress} label={`Progress of ${task.title}`} />
               <p className="text-xs text-zinc-600 tabular-nums dark:text-zinc-400">{runningFacts(task).join(" · ")}</p>
             </li>
           ))}

@@ -1,22 +1,21 @@
 import type { Metadata } from "next";
-import { NotBuiltPanel } from "@/components/not-built-panel.tsx";
 import { PageHeader } from "@/components/page-header.tsx";
+import { HISTORY_FILTERS } from "@/components/tasks/history-filter.ts";
+import { TaskPage } from "@/components/tasks/task-page.tsx";
 
 export const metadata: Metadata = { title: "Tasks" };
 
-export default function TasksPage() {
+export default async function TasksPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
+  // ?status=failed (the dashboard's "Task history" link) opens the history filtered.
+  const status = (await searchParams).status;
+  const filter = HISTORY_FILTERS.find((value) => value === status) ?? "all";
   return (
     <>
-      <PageHeader title="Tasks" description="Long-running work on this host." />
-      <NotBuiltPanel
-        area="Tasks"
-        planned={[
-          "Running and finished toolstack tasks (imports, exports, copies) with their progress.",
-          "Uploads in progress beside the imports they feed, and where a broken one will resume.",
-          "Data operations (copy and mirror) reported by the plugins through Data.stat.",
-          "Cancelling a task and reading why one failed.",
-        ]}
+      <PageHeader
+        title="Tasks"
+        description="Every toolstack task: copies, mirrors, imports, exports, SR and volume operations. Running ones update every second while this page is visible."
       />
+      <TaskPage initialFilter={filter} />
     </>
   );
 }
