@@ -8,6 +8,7 @@ import { describeXenApiError } from "../xenapi-error.ts";
 import { accessSr, CONSOLE_DBG, callPlugin } from "../storage-access.ts";
 import { readPool, summarize, ZPbdRecord, ZSrRecord } from "./records.ts";
 import type { TGetSrResponse } from "./schema.ts";
+import { volumeCount } from "./volume-counts.ts";
 
 const ZRef = z.string();
 
@@ -41,7 +42,10 @@ export async function getSr(xapi: XenApiClient, pluginRoot: string, sr: string):
   if (!summary.attached) return base;
   try {
     const access = await accessSr(xapi, pluginRoot, ref);
-    const stat = await callPlugin(access.plugin, "SR.stat", { dbg: CONSOLE_DBG, sr: access.uri });
+    const [stat, volumes] = await Promise.all([
+      callPlugin(access.plugin, "SR.stat", { dbg: CONSOLE_DBG, sr: access.uri }),
+      volumeCount(pluginRoot, record.type, access.uri, summary.volumeCount),
+    ]);
     const [tag, reason] = stat.health;
     const health = summarize(ref, { ...record, health: [tag, reason] }, pbds, pool.defaultSr).health;
     return {
@@ -50,6 +54,7 @@ export async function getSr(xapi: XenApiClient, pluginRoot: string, sr: string):
       health,
       physicalSize: stat.total_space,
       physicalUtilisation: stat.total_space - stat.free_space,
+      volumeCount: volumes,
       datasources: stat.datasources,
       clustered: stat.clustered,
       uri: access.uri,

@@ -7,6 +7,8 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { TRPCError } from "@trpc/server";
+import { defaultPluginRoot } from "../../storage/registry.ts";
+import { pluginRegistry } from "../storage-access.ts";
 import { startConsoleUnderTest } from "../testing.ts";
 
 function assertTrpcError(code: TRPCError["code"], message?: RegExp) {
@@ -71,9 +73,13 @@ test("srs router", async (t) => {
     made = await caller.srs.create({ type: "file", name: "Test SR", description: "made by router.test", deviceConfig: { path, uri: "" } });
     assert.match(made.ref, /^OpaqueRef:/);
     assert.match(made.task, /^OpaqueRef:/);
+    // A volume the toolstack has not listed yet (made through the plugin) is counted: counts come from SR.ls.
+    const plugin = (await pluginRegistry(defaultPluginRoot())).find("file", "volume")!;
+    await plugin.client.call("Volume.create", { dbg: "test", sr: `file://${path}`, name: "v", description: "", size: 1024 * 1024, sharable: false });
     const sr = (await caller.srs.list()).srs.find((s) => s.ref === made.ref);
     assert.ok(sr);
     assert.deepEqual([sr.name, sr.description, sr.type, sr.attached, sr.isDefault, sr.health.tag], ["Test SR", "made by router.test", "file", true, false, "Healthy"]);
+    assert.equal(sr.volumeCount, 1);
   });
 
   await t.test("get by uuid or ref: live SR.stat from the plugin", async () => {

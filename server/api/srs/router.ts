@@ -22,7 +22,7 @@ import {
 import { attachSr, destroySr, detachSr, forgetSr, setDefaultSr } from "./sr-actions.ts";
 
 export const srsRouter = createTRPCRouter({
-  list: authedProcedure.output(ZListSrsResponse).query(({ ctx }) => listSrs(ctx.xapi)),
+  list: authedProcedure.output(ZListSrsResponse).query(({ ctx }) => listSrs(ctx.xapi, ctx.pluginRoot)),
   get: authedProcedure
     .input(ZGetSrSchema)
     .output(ZGetSrResponse)

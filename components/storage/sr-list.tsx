@@ -1,0 +1,179 @@
+"use client";
+
+import { useQuery } from "@tanstack/react-query";
+import Link from "next/link";
+import type { ReactNode } from "react";
+import { plural } from "@/components/format.ts";
+import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
+import { Badge } from "@/components/ui/badge.tsx";
+import { Panel } from "@/components/ui/panel.tsx";
+import { QueryError } from "@/components/ui/query-state.tsx";
+import { Skeleton } from "@/components/ui/skeleton.tsx";
+import type { TSrSummary } from "@/server/api/srs/schema.ts";
+import { ActionMenu, type MenuAction } from "./action-menu.tsx";
+import { CapacityBar } from "./capacity-bar.tsx";
+import { CreateSrButton } from "./create-sr-dialog.tsx";
+import { HealthWithReason } from "./sr-health.tsx";
+import { useSrActions } from "./use-sr-actions.tsx";
+
+/** The list follows the toolstack while the page is visible (React Query pauses it in a hidden tab). */
+export const SR_LIST_REFETCH_MS = 5000;
+
+export const srHref = (sr: Pick<TSrSummary, "uuid">) => `/storage/${sr.uuid}`;
+
+const linkClasses =
+  "rounded font-medium text-zinc-950 underline decoration-zinc-300 underline-offset-4 hover:decoration-zinc-900 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-sky-600 dark:text-white dark:decoration-zinc-600 dark:hover:decoration-zinc-100";
+
+/** The SRs the toolstack knows: a table on wide screens, one card per SR on narrow ones. */
+export function SrList() {
+  const trpc = useTRPC();
+  const list = useQuery(trpc.srs.list.queryOptions(undefined, { refetchInterval: SR_LIST_REFETCH_MS }));
+  const actions = useSrActions();
+
+  if (list.data === undefined) {
+    return list.isError ? <QueryError error={list.error} what="the SRs" onRetry={() => void list.refetch()} /> : <SrListSkeleton />;
+  }
+  const { srs } = list.data;
+  return (
+    <section aria-labelledby="sr-list-heading" className="flex flex-col gap-4">
+      <div className="flex flex-wrap items-center justify-between gap-3">
+        <div>
+          <h2 id="sr-list-heading" className="text-lg font-semibold tracking-tight text-zinc-950 dark:text-white">
+            Storage repositories
+          </h2>
+          <p className="text-sm text-zinc-600 dark:text-zinc-400">{srs.length === 0 ? "None yet." : `${plural(srs.length, "SR")} known to the toolstack.`}</p>
+        </div>
+        <CreateSrButton />
+      </div>
+      {/* Shown while the last data stays on screen: the list keeps working with a stale answer. */}
+      {list.isError ? <QueryError error={list.error} what="the latest state of the SRs" onRetry={() => void list.refetch()} /> : null}
+      {actions.element}
+      {srs.length === 0 ? (
+        <Panel title="No SRs" description="The toolstack knows no storage repository. Create one to store volumes." />
+      ) : (
+        <>
+          <SrTable srs={srs} actionsFor={actions.actionsFor} />
+          <ul aria-label="Storage repositories" className="flex flex-col gap-3 lg:hidden">
+            {srs.map((sr) => (
+              <li key={sr.ref}>
+                <SrCard sr={sr} actions={<ActionMenu label={`Actions for ${sr.name}`} actions={actions.actionsFor(sr)} />} />
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+    </section>
+  );
+}
+
+function SrName({ sr }: { sr: TSrSummary }) {
+  return (
+    <div className="flex min-w-0 flex-col gap-1">
+      <div className="flex flex-wrap items-center gap-2">
+        <Link href={srHref(sr)} className={linkClasses}>
+          {sr.name || "(no name)"}
+        </Link>
+        {sr.isDefault ? <Badge tone="info">Default</Badge> : null}
+        {!sr.attached ? <Badge tone="neutral">Detached</Badge> : null}
+      </div>
+      {sr.description ? <p className="line-clamp-1 text-xs text-zinc-600 dark:text-zinc-400" title={sr.description}>{sr.description}</p> : null}
+    </div>
+  );
+}
+
+function SrTable({ srs, actionsFor }: { srs: TSrSummary[]; actionsFor: (sr: TSrSummary) => MenuAction[] }) {
+  const head = "px-4 py-2.5 text-left text-xs font-medium tracking-wide text-zinc-500 uppercase dark:text-zinc-400";
+  return (
+    <div className="hidden rounded-xl border border-zinc-200 bg-white shadow-xs lg:block dark:border-zinc-800 dark:bg-zinc-900/60">
+      <table className="w-full table-fixed text-sm">
+        <caption className="sr-only">Storage repositories</caption>
+        <colgroup>
+          <col />
+          <col className="w-24" />
+          <col className="w-[24%]" />
+          <col className="w-[22%]" />
+          <col className="w-24" />
+          <col className="w-32" />
+        </colgroup>
+        <thead className="border-b border-zinc-200 dark:border-zinc-800">
+          <tr>
+            <th scope="col" className={head}>Name</th>
+            <th scope="col" className={head}>Type</th>
+            <th scope="col" className={head}>Health</th>
+            <th scope="col" className={head}>Space</th>
+            <th scope="col" className={`${head} text-right`}>Volumes</th>
+            <th scope="col" className={`${head} text-right`}><span className="sr-only">Actions</span></th>
+          </tr>
+        </thead>
+        <tbody className="divide-y divide-zinc-200 dark:divide-zinc-800">
+          {srs.map((sr) => (
+            <tr key={sr.ref} className="align-top">
+              <th scope="row" className="px-4 py-3 text-left font-normal">
+                <SrName sr={sr} />
+              </th>
+              <td className="px-4 py-3">
+                <Badge mono>{sr.type}</Badge>
+              </td>
+              <td className="px-4 py-3">
+                <HealthWithReason health={sr.health} clamp />
+              </td>
+              <td className="px-4 py-3">
+                <CapacityBar used={sr.physicalUtilisation} total={sr.physicalSize} label={`Space used on ${sr.name}`} />
+              </td>
+              <td className="px-4 py-3 text-right tabular-nums text-zinc-800 dark:text-zinc-200">{sr.volumeCount}</td>
+              <td className="px-4 py-2.5 text-right">
+                <ActionMenu label={`Actions for ${sr.name}`} actions={actionsFor(sr)} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function SrCard({ sr, actions }: { sr: TSrSummary; actions: ReactNode }) {
+  return (
+    <article aria-label={sr.name} className="flex flex-col gap-3 rounded-xl border border-zinc-200 bg-white p-4 shadow-xs dark:border-zinc-800 dark:bg-zinc-900/60">
+      <div className="flex items-start justify-between gap-3">
+        <SrName sr={sr} />
+        {actions}
+      </div>
+      <dl className="grid grid-cols-[auto_1fr] items-start gap-x-4 gap-y-2 text-sm">
+        <dt className="text-zinc-500 dark:text-zinc-400">Health</dt>
+        <dd className="min-w-0">
+          <HealthWithReason health={sr.health} />
+        </dd>
+        <dt className="text-zinc-500 dark:text-zinc-400">Space</dt>
+        <dd className="min-w-0">
+          <CapacityBar used={sr.physicalUtilisation} total={sr.physicalSize} label={`Space used on ${sr.name}`} />
+        </dd>
+        <dt className="text-zinc-500 dark:text-zinc-400">Type</dt>
+        <dd>
+          <Badge mono>{sr.type}</Badge>
+        </dd>
+        <dt className="text-zinc-500 dark:text-zinc-400">Volumes</dt>
+        <dd className="tabular-nums text-zinc-800 dark:text-zinc-200">{sr.volumeCount}</dd>
+      </dl>
+    </article>
+  );
+}
+
+export function SrListSkeleton() {
+  return (
+    <div className="flex flex-col gap-4">
+      <p role="status" className="sr-only">
+        Loading the SRs…
+      </p>
+      <div className="flex items-center justify-between gap-3">
+        <div className="flex flex-col gap-1.5">
+          <Skeleton className="h-6 w-56" />
+          <Skeleton className="h-4 w-44" />
+        </div>
+        <Skeleton className="h-9 w-28" />
+      </div>
+      <Skeleton className="hidden h-[7.5rem] rounded-xl lg:block" />
+      <Skeleton className="h-48 rounded-xl lg:hidden" />
+    </div>
+  );
+}
