@@ -10,7 +10,7 @@ import type { TGetVmResponse, TListVmsResponse, TVmDisk, TVmSummary } from "./sc
 interface DiskContext {
   vbds: Record<string, VbdRecord>;
   vdis: Record<string, VdiRecord>;
-  srNames: Map<string, string | null>;
+  srs: Map<string, { name: string; uuid: string } | null>;
 }
 
 /** The VBDs, VDIs and SR names that these VMs' disks need. */
@@ -23,12 +23,16 @@ async function diskContext(xapi: XenApiClient, vms: VmRecord[], vbds?: Record<st
   });
   const vdis = needVdis ? await xapi.records("VDI", ZVdiRecord) : {};
   const srRefs = new Set(Object.values(vdis).map((vdi) => vdi.SR));
-  const srNames = new Map(
+  // Getters, not SR.get_record: a record asks the plugin for live space, which the VM pages do not show.
+  const srs = new Map(
     await Promise.all(
-      [...srRefs].map(async (sr) => [sr, await xapi.call(z.string(), "SR.get_name_label", sr).catch(() => null)] as const),
+      [...srRefs].map(async (sr) => {
+        const info = await Promise.all([xapi.call(z.string(), "SR.get_name_label", sr), xapi.call(z.string(), "SR.get_uuid", sr)]).catch(() => null);
+        return [sr, info === null ? null : { name: info[0], uuid: info[1] }] as const;
+      }),
     ),
   );
-  return { vbds: allVbds, vdis, srNames };
+  return { vbds: allVbds, vdis, srs };
 }
 
 function disksOf(vm: VmRecord, context: DiskContext): TVmDisk[] {
@@ -48,7 +52,7 @@ function disksOf(vm: VmRecord, context: DiskContext): TVmDisk[] {
         vdi:
           vdi === undefined
             ? null
-            : { ref: vbd.VDI, uuid: vdi.uuid, name: vdi.name_label, sizeBytes: vdi.virtual_size, srRef: vdi.SR, srName: context.srNames.get(vdi.SR) ?? null },
+            : { ref: vbd.VDI, uuid: vdi.uuid, name: vdi.name_label, sizeBytes: vdi.virtual_size, srRef: vdi.SR, srName: context.srs.get(vdi.SR)?.name ?? null, srUuid: context.srs.get(vdi.SR)?.uuid ?? null },
       },
     ];
   }).sort((a, b) => Number(a.userdevice) - Number(b.userdevice) || a.userdevice.localeCompare(b.userdevice));

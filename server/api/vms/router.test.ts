@@ -32,6 +32,7 @@ test("vms: list with disks and SRs, get with interfaces, rename, description, de
   const pool = (await xapi.call(z.array(zRef), "pool.get_all"))[0]!;
   const sr = await xapi.call(zRef, "pool.get_default_SR", pool);
   const srName = await xapi.call(z.string(), "SR.get_name_label", sr);
+  const srUuid = await xapi.call(z.string(), "SR.get_uuid", sr);
   const network = (await xapi.call(z.array(zRef), "network.get_all"))[0]!;
 
   assert.deepEqual(await caller.vms.list(), { vms: [] });
@@ -54,11 +55,11 @@ test("vms: list with disks and SRs, get with interfaces, rename, description, de
   assert.equal(listed.vcpus, 2);
   assert.equal(listed.powerState, "Halted");
   assert.deepEqual(
-    listed.disks.map((d) => [d.userdevice, d.isCd, d.empty, d.vdi?.name ?? null, d.vdi?.sizeBytes ?? null, d.vdi?.srRef ?? null, d.vdi?.srName ?? null]),
+    listed.disks.map((d) => [d.userdevice, d.isCd, d.empty, d.vdi?.name ?? null, d.vdi?.sizeBytes ?? null, d.vdi?.srRef ?? null, d.vdi?.srName ?? null, d.vdi?.srUuid ?? null]),
     [
-      ["0", false, false, "web 10 root", 8 * MiB, sr, srName],
-      ["1", false, false, "web 10 data", 4 * MiB, sr, srName],
-      ["3", true, true, null, null, null, null],
+      ["0", false, false, "web 10 root", 8 * MiB, sr, srName, srUuid],
+      ["1", false, false, "web 10 data", 4 * MiB, sr, srName, srUuid],
+      ["3", true, true, null, null, null, null, null],
     ],
   );
 

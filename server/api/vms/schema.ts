@@ -24,6 +24,8 @@ export const ZVmDisk = z.object({
       srRef: z.string(),
       /** null when the SR's name could not be read (the SR is gone or unreachable). */
       srName: z.string().nullable(),
+      /** The SR page's address uses it (`/storage/<uuid>`); null like srName. */
+      srUuid: z.string().nullable(),
     })
     .nullable(),
 });

@@ -1,0 +1,96 @@
+"use client";
+
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useState } from "react";
+import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
+import { Alert } from "@/components/ui/alert.tsx";
+import { Button } from "@/components/ui/button.tsx";
+import { Dialog, DialogActions } from "@/components/ui/dialog.tsx";
+import { Field, inputClasses } from "@/components/ui/field.tsx";
+import { cn } from "@/components/ui/cn.ts";
+import type { TGetVmResponse } from "@/server/api/vms/schema.ts";
+
+/** Rename the VM, or edit its description: one text field, saved as a toolstack task. */
+export function EditVmDialog({ vm, field, onClose }: { vm: TGetVmResponse; field: "name" | "description" | null; onClose: () => void }) {
+  return (
+    <Dialog open={field !== null} onClose={onClose} title={field === "description" ? "Edit the VM's description" : "Rename the VM"}>
+      {/* Mounted on each opening: it starts from the VM's current value, with no error left from last time. */}
+      {field !== null ? <EditVmForm key={field} vm={vm} field={field} onClose={onClose} /> : null}
+    </Dialog>
+  );
+}
+
+function EditVmForm({ vm, field, onClose }: { vm: TGetVmResponse; field: "name" | "description"; onClose: () => void }) {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  const [value, setValue] = useState(field === "name" ? vm.name : vm.description);
+  const onSuccess = async () => {
+    await Promise.all([
+      queryClient.invalidateQueries({ queryKey: trpc.vms.get.queryKey({ ref: vm.ref }) }),
+      queryClient.invalidateQueries({ queryKey: trpc.vms.list.queryKey() }),
+    ]);
+    onClose();
+  };
+  const rename = useMutation(trpc.vms.rename.mutationOptions({ onSuccess }));
+  const describe = useMutation(trpc.vms.setDescription.mutationOptions({ onSuccess }));
+  const mutation = field === "description" ? describe : rename;
+
+  const fieldErrors = mutation.error?.data?.zodError?.fieldErrors as Record<string, string[] | undefined> | undefined;
+  const fieldError = fieldErrors?.[field === "description" ? "description" : "name"]?.[0];
+  const save = () => {
+    if (field === "name") rename.mutate({ ref: vm.ref, name: value });
+    else describe.mutate({ ref: vm.ref, description: value });
+  };
+
+  return (
+    <form
+        className="flex flex-col gap-4"
+        onSubmit={(event) => {
+          event.preventDefault();
+          save();
+        }}
+      >
+        {field === "description" ? (
+          <Field label="Description" error={fieldError}>
+            {(id, describedBy) => (
+              <textarea
+                id={id}
+                aria-describedby={describedBy}
+                aria-invalid={fieldError ? true : undefined}
+                value={value}
+                onChange={(event) => setValue(event.target.value)}
+                rows={3}
+                maxLength={1024}
+                className={cn(inputClasses, "h-auto py-2")}
+              />
+            )}
+          </Field>
+        ) : (
+          <Field label="Name" error={fieldError}>
+            {(id, describedBy) => (
+              <input
+                id={id}
+                aria-describedby={describedBy}
+                aria-invalid={fieldError ? true : undefined}
+                value={value}
+                onChange={(event) => setValue(event.target.value)}
+                required
+                maxLength={255}
+                autoComplete="off"
+                className={inputClasses}
+              />
+            )}
+          </Field>
+        )}
+        {mutation.error && !fieldError ? <Alert tone="error">{mutation.error.message}</Alert> : null}
+        <DialogActions>
+          <Button variant="secondary" onClick={onClose}>
+            Cancel
+          </Button>
+          <Button type="submit" aria-busy={mutation.isPending} disabled={mutation.isPending}>
+            {mutation.isPending ? "Saving…" : "Save"}
+          </Button>
+        </DialogActions>
+    </form>
+  );
+}
