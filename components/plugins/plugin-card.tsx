@@ -4,6 +4,7 @@ import { Card, CardContent, CardDescription, CardFooter, CardHeader, CardTitle }
 import { cn } from "@/components/ui/cn.ts";
 import { plural, stated } from "@/components/format.ts";
 import type { TDerivedFeature, TRegisteredPlugin } from "@/server/api/plugins/schema.ts";
+import { ConformancePanel } from "./conformance-panel.tsx";
 import { PluginDiagnostics } from "./plugin-diagnostics.tsx";
 
 /** Everything a plugin declared in Plugin.query, the features the toolstack derives, and what the console noticed. */
@@ -111,8 +112,9 @@ export function PluginCard({ plugin }: { plugin: TRegisteredPlugin }) {
         </div>
       </CardContent>
 
-      <CardFooter>
+      <CardFooter className="flex-col items-stretch">
         <PluginDiagnostics plugin={plugin} />
+        {plugin.kind === "volume" ? <ConformancePanel plugin={plugin} /> : null}
       </CardFooter>
     </Card>
   );
