@@ -1,46 +1,48 @@
 import Link from "next/link";
 import { Suspense } from "react";
 import { PluginSummary, PluginSummarySkeleton } from "@/components/dashboard/plugin-summary.tsx";
+import { StorageSummary } from "@/components/dashboard/storage-summary.tsx";
 import { PageHeader } from "@/components/page-header.tsx";
-import { Badge } from "@/components/ui/badge.tsx";
+import { RecentFailures, RunningTasksSummary } from "@/components/tasks/task-summary.tsx";
 
-const plannedAreas = [
-  { href: "/storage", label: "Storage", what: "SRs and their volumes" },
-  { href: "/vms", label: "VMs", what: "VM import and export" },
-  { href: "/tasks", label: "Tasks", what: "Progress of long-running work" },
-];
+const headingClasses = "text-lg font-semibold tracking-tight text-zinc-950 dark:text-white";
+const linkClasses =
+  "rounded text-sm font-medium text-zinc-900 underline decoration-zinc-300 underline-offset-4 hover:decoration-zinc-900 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-sky-600 dark:text-zinc-100 dark:decoration-zinc-600 dark:hover:decoration-zinc-100";
 
 export default function DashboardPage() {
   return (
     <>
-      <PageHeader title="Dashboard" description="What this Hangar host can see right now." />
+      <PageHeader title="Dashboard" description="What this Hangar host can see right now: storage health and space, work in progress, recent failures." />
+
+      <section aria-labelledby="dashboard-storage" className="flex flex-col gap-4">
+        <div className="flex flex-wrap items-baseline justify-between gap-2">
+          <h2 id="dashboard-storage" className={headingClasses}>
+            Storage
+          </h2>
+          <Link href="/storage" className={linkClasses}>
+            View storage
+          </Link>
+        </div>
+        <StorageSummary />
+      </section>
+
+      <section aria-labelledby="dashboard-tasks" className="flex flex-col gap-4">
+        <h2 id="dashboard-tasks" className={headingClasses}>
+          Tasks
+        </h2>
+        <div className="grid items-start gap-4 lg:grid-cols-2">
+          <RunningTasksSummary />
+          <RecentFailures />
+        </div>
+      </section>
 
       <section aria-labelledby="dashboard-plugins" className="flex flex-col gap-4">
-        <h2 id="dashboard-plugins" className="text-lg font-semibold tracking-tight text-zinc-950 dark:text-white">
+        <h2 id="dashboard-plugins" className={headingClasses}>
           Storage plugins
         </h2>
         <Suspense fallback={<PluginSummarySkeleton />}>
           <PluginSummary />
         </Suspense>
-      </section>
-
-      <section aria-labelledby="dashboard-areas" className="flex flex-col gap-4">
-        <h2 id="dashboard-areas" className="text-lg font-semibold tracking-tight text-zinc-950 dark:text-white">
-          Console areas
-        </h2>
-        <ul className="divide-y divide-zinc-200 rounded-xl border border-zinc-200 bg-white dark:divide-zinc-800 dark:border-zinc-800 dark:bg-zinc-900/60">
-          {plannedAreas.map((area) => (
-            <li key={area.href} className="flex flex-wrap items-center justify-between gap-2 px-4 py-3">
-              <div className="min-w-0">
-                <Link href={area.href} className="text-sm font-medium text-zinc-900 hover:underline focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-sky-600 dark:text-zinc-100">
-                  {area.label}
-                </Link>
-                <p className="text-sm text-zinc-600 dark:text-zinc-400">{area.what}</p>
-              </div>
-              <Badge tone="info">Not built yet</Badge>
-            </li>
-          ))}
-        </ul>
       </section>
     </>
   );

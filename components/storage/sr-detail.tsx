@@ -177,7 +177,7 @@ function ActionButton({ action }: { action: MenuAction }) {
         title={action.hint}
         aria-describedby={action.hint ? hintId : undefined}
         onClick={action.onSelect}
-        className={cn(action.tone === "danger" && "text-red-700 dark:text-red-400")}
+        className={cn(action.tone === "danger" && "text-red-700! dark:text-red-400!")}
       >
         {action.label}
       </Button>

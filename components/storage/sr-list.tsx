@@ -120,7 +120,7 @@ function SrTable({ srs, actionsFor }: { srs: TSrSummary[]; actionsFor: (sr: TSrS
               <td className="px-4 py-3">
                 <CapacityBar used={sr.physicalUtilisation} total={sr.physicalSize} label={`Space used on ${sr.name}`} />
               </td>
-              <td className="px-4 py-3 text-right tabular-nums text-zinc-800 dark:text-zinc-200">{sr.volumeCount}</td>
+              <td className="px-4 py-3 text-right tabular-nums text-zinc-800 dark:text-zinc-200">{sr.volumeCount.toLocaleString("en-US")}</td>
               <td className="px-4 py-2.5 text-right">
                 <ActionMenu label={`Actions for ${sr.name}`} actions={actionsFor(sr)} />
               </td>
@@ -153,7 +153,7 @@ function SrCard({ sr, actions }: { sr: TSrSummary; actions: ReactNode }) {
           <Badge mono>{sr.type}</Badge>
         </dd>
         <dt className="text-zinc-500 dark:text-zinc-400">Volumes</dt>
-        <dd className="tabular-nums text-zinc-800 dark:text-zinc-200">{sr.volumeCount}</dd>
+        <dd className="tabular-nums text-zinc-800 dark:text-zinc-200">{sr.volumeCount.toLocaleString("en-US")}</dd>
       </dl>
     </article>
   );
