@@ -48,9 +48,12 @@ export async function snapshotVolume(xapi: XenApiClient, input: { uuid: string }
   return { uuid: await uuidOfResult(xapi, result), task };
 }
 
-export async function cloneVolume(xapi: XenApiClient, input: { uuid: string }): Promise<Change> {
+/** A writable clone; named `name` when one is given (XenAPI's clone keeps the original's name). */
+export async function cloneVolume(xapi: XenApiClient, input: { uuid: string; name?: string | undefined }): Promise<Change> {
   const { task, result } = await runTask(xapi, "VDI.clone", await vdiRefOf(xapi, input.uuid), {});
-  return { uuid: await uuidOfResult(xapi, result), task };
+  const clone = z.string().parse(result);
+  if (input.name !== undefined) await xapi.call(z.unknown(), "VDI.set_name_label", clone, input.name);
+  return { uuid: await uuidOfResult(xapi, clone), task };
 }
 
 /** The snapshot's original gets the snapshot's contents (VDI.hangar_revert). */

@@ -127,11 +127,15 @@ test("volumes router", async (t) => {
   await t.test("clone, and compare: a clone with its original, a fresh volume with the original", async () => {
     const made = await caller.volumes.clone({ srRef, uuid: disk });
     assert.ok(made.uuid);
-    clone = made.uuid;
+    assert.equal((await row(made.uuid)).name, "data disk", "a clone keeps its original's name unless named");
+    await caller.volumes.destroy({ srRef, uuid: made.uuid });
+    const named = await caller.volumes.clone({ srRef, uuid: disk, name: "the clone" });
+    assert.ok(named.uuid);
+    clone = named.uuid;
     const [original, cloned] = [await row(disk), await row(clone)];
     assert.equal(cloned.isSnapshot, false);
     assert.equal(cloned.readWrite, true);
-    assert.equal(cloned.name, "data disk");
+    assert.equal(cloned.name, "the clone");
 
     const same = await caller.volumes.compare({ srRef, a: cloned.key, b: original.key });
     assert.equal(same.blocksize, 64 * 1024);

@@ -19,6 +19,7 @@ import { listVolumes } from "./list-volumes.ts";
 import { compareVolumes, statVolume } from "./read-volume.ts";
 import {
   ZAddVolumeKeySchema,
+  ZCloneVolumeSchema,
   ZCompareVolumesResponse,
   ZCompareVolumesSchema,
   ZCopyTargetsResponse,
@@ -60,7 +61,7 @@ export const volumesRouter = createTRPCRouter({
   create: change.input(ZCreateVolumeSchema).mutation(({ ctx, input }) => createVolume(ctx.xapi, input)),
   resize: change.input(ZResizeVolumeSchema).mutation(({ ctx, input }) => resizeVolume(ctx.xapi, input)),
   snapshot: change.input(ZVolumeSchema).mutation(({ ctx, input }) => snapshotVolume(ctx.xapi, input)),
-  clone: change.input(ZVolumeSchema).mutation(({ ctx, input }) => cloneVolume(ctx.xapi, input)),
+  clone: change.input(ZCloneVolumeSchema).mutation(({ ctx, input }) => cloneVolume(ctx.xapi, input)),
   revert: change.input(ZVolumeSchema).mutation(({ ctx, input }) => revertVolume(ctx.xapi, input)),
   destroy: change.input(ZVolumeSchema).mutation(({ ctx, input }) => destroyVolume(ctx.xapi, input)),
   rename: change.input(ZRenameVolumeSchema).mutation(({ ctx, input }) => renameVolume(ctx.xapi, input)),

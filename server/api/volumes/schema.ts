@@ -74,6 +74,11 @@ export const ZCreateVolumeSchema = z.object({
 
 export const ZVolumeSchema = z.object({ srRef: ZRef, uuid: ZUuid });
 
+/** A clone may be named at once (it starts with its original's name). */
+export const ZCloneVolumeSchema = ZVolumeSchema.extend({
+  name: z.string().trim().min(1, "Give the clone a name.").max(255, "The name is too long (255 characters at most).").optional(),
+});
+
 export const ZResizeVolumeSchema = ZVolumeSchema.extend({ size: ZSize });
 
 export const ZCopyVolumeSchema = ZVolumeSchema.extend({ destSrRef: ZRef });

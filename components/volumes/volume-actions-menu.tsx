@@ -1,0 +1,124 @@
+"use client";
+
+// One row's actions as a menu on the top layer (a popover: outside the table's scroll box, light dismiss
+// and Escape built in), keyboard-operable as a WAI-ARIA menu.
+import { useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from "react";
+import { cn } from "@/components/ui/cn.ts";
+import type { TVolumeRow } from "@/server/api/volumes/schema.ts";
+
+export type VolumeAction = "resize" | "snapshot" | "clone" | "revert" | "copy" | "rename" | "keys" | "cbt" | "destroy";
+
+interface Item {
+  action: VolumeAction;
+  label: string;
+  danger?: boolean;
+}
+
+/** "Actions for db", "Actions for db (snapshot)": a snapshot keeps its original's name. */
+export function actionsLabel(volume: TVolumeRow): string {
+  return `Actions for ${volume.name}${volume.isSnapshot ? " (snapshot)" : ""}`;
+}
+
+/** What a volume offers, given what the SR's plugin can do. */
+export function actionsFor(volume: TVolumeRow, features: readonly string[]): Item[] {
+  const has = (feature: string) => features.includes(feature);
+  const items: Item[] = [];
+  if (volume.readWrite && has("VDI_RESIZE")) items.push({ action: "resize", label: "Resize…" });
+  if (has("VDI_SNAPSHOT")) items.push({ action: "snapshot", label: "Take a snapshot" });
+  if (has("VDI_CLONE")) items.push({ action: "clone", label: "Clone…" });
+  if (volume.isSnapshot && volume.snapshotOf !== null && has("VDI_REVERT")) items.push({ action: "revert", label: `Revert “${volume.snapshotOf.name}” to this snapshot…` });
+  items.push({ action: "copy", label: "Copy to another SR…" });
+  items.push({ action: "rename", label: "Rename / description…" });
+  items.push({ action: "keys", label: "Keys…" });
+  if (has("VDI_CONFIG_CBT")) items.push({ action: "cbt", label: volume.cbtEnabled ? "Turn CBT off" : "Turn CBT on" });
+  if (has("VDI_DELETE")) items.push({ action: "destroy", label: "Destroy…", danger: true });
+  return items;
+}
+
+export function VolumeActionsMenu({
+  anchor,
+  volume,
+  features,
+  onAction,
+  onClose,
+}: {
+  anchor: HTMLElement;
+  volume: TVolumeRow;
+  features: readonly string[];
+  onAction: (action: VolumeAction) => void;
+  onClose: () => void;
+}) {
+  const ref = useRef<HTMLDivElement>(null);
+  const [position, setPosition] = useState<{ top: number; left: number } | null>(null);
+  const items = actionsFor(volume, features);
+
+  useLayoutEffect(() => {
+    const menu = ref.current;
+    if (menu === null) return;
+    menu.showPopover();
+    const rect = anchor.getBoundingClientRect();
+    const { offsetWidth: width, offsetHeight: height } = menu;
+    const below = rect.bottom + 4 + height <= window.innerHeight;
+    setPosition({
+      top: below ? rect.bottom + 4 : Math.max(8, rect.top - 4 - height),
+      left: Math.min(Math.max(8, rect.right - width), window.innerWidth - width - 8),
+    });
+    menu.querySelector<HTMLElement>('[role="menuitem"]')?.focus();
+  }, [anchor]);
+
+  useEffect(() => {
+    const menu = ref.current;
+    return () => {
+      // Back to the button that opened it, if it is still on the page (a virtualized row may be gone).
+      if (menu?.contains(document.activeElement) && anchor.isConnected) anchor.focus();
+    };
+  }, [anchor]);
+
+  function onKeyDown(event: KeyboardEvent<HTMLDivElement>) {
+    const entries = [...(ref.current?.querySelectorAll<HTMLElement>('[role="menuitem"]') ?? [])];
+    const at = entries.indexOf(document.activeElement as HTMLElement);
+    const move = (to: number) => {
+      event.preventDefault();
+      entries[(to + entries.length) % entries.length]?.focus();
+    };
+    if (event.key === "ArrowDown") move(at + 1);
+    else if (event.key === "ArrowUp") move(at - 1);
+    else if (event.key === "Home") move(0);
+    else if (event.key === "End") move(entries.length - 1);
+    else if (event.key === "Tab") {
+      event.preventDefault();
+      onClose();
+    }
+  }
+
+  return (
+    <div
+      ref={ref}
+      popover="auto"
+      role="menu"
+      aria-label={actionsLabel(volume)}
+      onToggle={(event) => {
+        if (event.newState === "closed") onClose();
+      }}
+      onKeyDown={onKeyDown}
+      style={{ position: "fixed", inset: "auto", margin: 0, top: position?.top ?? -9999, left: position?.left ?? -9999 }}
+      className="min-w-56 rounded-lg border border-zinc-200 bg-white p-1 text-sm text-zinc-900 shadow-lg dark:border-zinc-700 dark:bg-zinc-900 dark:text-zinc-100"
+    >
+      {items.map((item) => (
+        <button
+          key={item.action}
+          type="button"
+          role="menuitem"
+          tabIndex={-1}
+          onClick={() => onAction(item.action)}
+          className={cn(
+            "flex w-full items-center rounded-md px-2.5 py-1.5 text-left outline-none hover:bg-zinc-100 focus-visible:bg-zinc-100 dark:hover:bg-zinc-800 dark:focus-visible:bg-zinc-800",
+            item.danger && "text-red-700 dark:text-red-400",
+          )}
+        >
+          {item.label}
+        </button>
+      ))}
+    </div>
+  );
+}
