@@ -157,7 +157,8 @@ export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: 
   const volume = state === undefined ? undefined : await volumeBrief(xapi, state.vdi);
 
   let progress = Math.min(1, Math.max(0, record.progress));
-  if (running && state?.operation !== undefined) {
+  // A mirror's progress means nothing to show (it runs until cancelled): no plugin call for it.
+  if (running && state?.operation !== undefined && kind !== "data-mirror") {
     const live = await liveProgress(pluginRoot, state.operation);
     if (live !== undefined) progress = Math.max(progress, Math.min(1, live));
   }
