@@ -19,7 +19,15 @@ const loadVm = cache(async (ref: string): Promise<TGetVmResponse | null> => {
   }
 });
 
-const refOf = async (params: Params) => decodeURIComponent((await params).vm);
+/** The segment decoded (Next may hand it still percent-encoded: a ref's colon); a stray % is left as it is. */
+async function refOf(params: Params): Promise<string> {
+  const segment = (await params).vm;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
 
 export async function generateMetadata({ params }: { params: Params }): Promise<Metadata> {
   const vm = await loadVm(await refOf(params));
