@@ -89,11 +89,11 @@ function SrTable({ srs, actionsFor }: { srs: TSrSummary[]; actionsFor: (sr: TSrS
         <caption className="sr-only">Storage repositories</caption>
         <colgroup>
           <col />
-          <col className="w-24" />
-          <col className="w-[24%]" />
+          <col className="w-20" />
           <col className="w-[22%]" />
-          <col className="w-24" />
-          <col className="w-32" />
+          <col className="w-[20%]" />
+          <col className="w-20" />
+          <col className="w-28" />
         </colgroup>
         <thead className="border-b border-zinc-200 dark:border-zinc-800">
           <tr>
