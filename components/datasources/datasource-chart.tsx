@@ -47,16 +47,15 @@ export function DatasourceChart({ title, summary, lines, rows, units, domain, pl
           {summary}
         </p>
       </figcaption>
-      {lines.length > 1 ? (
-        <ul aria-hidden="true" className="flex gap-3 text-xs text-zinc-600 dark:text-zinc-400">
-          {lines.map((line) => (
-            <li key={line.key} className="flex items-center gap-1.5">
-              <span className="inline-block h-0.5 w-3 rounded" style={{ backgroundColor: line.color }} />
-              {line.label}
-            </li>
-          ))}
-        </ul>
-      ) : null}
+      {/* Every chart has its legend row, single-line ones too, so the four plots line up. */}
+      <ul aria-hidden="true" className="flex h-4 gap-3 text-xs text-zinc-600 dark:text-zinc-400">
+        {lines.map((line) => (
+          <li key={line.key} className="flex items-center gap-1.5">
+            <span className="inline-block h-0.5 w-3 rounded" style={{ backgroundColor: line.color }} />
+            {line.label}
+          </li>
+        ))}
+      </ul>
       <div className="text-zinc-500 dark:text-zinc-400" style={{ height: CHART_HEIGHT }}>
         {placeholder !== undefined ? (
           <div className="flex h-full items-center justify-center rounded-lg border border-dashed border-zinc-300 px-4 text-center text-xs text-zinc-600 dark:border-zinc-700 dark:text-zinc-400">

@@ -31,7 +31,7 @@ interface ChartSpec {
 const CHARTS: ChartSpec[] = [
   {
     title: "Free space",
-    lines: [{ key: "free_space", label: "Free", color: SPACE }],
+    lines: [{ key: "free_space", label: "Free space", color: SPACE }],
     units: "B",
     requires: ["free_space"],
     rate: false,
@@ -165,7 +165,7 @@ function ChartsSkeleton() {
       {CHARTS.map((chart) => (
         <div key={chart.title} className="flex flex-col gap-2 rounded-xl border border-zinc-200 p-3 sm:p-4 dark:border-zinc-800">
           <Skeleton className="h-5 w-40" />
-          {chart.lines.length > 1 ? <Skeleton className="h-4 w-24" /> : null}
+          <Skeleton className="h-4 w-24" />
           <Skeleton style={{ height: CHART_HEIGHT }} />
         </div>
       ))}
