@@ -2,7 +2,7 @@
 
 import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
-import { useState } from "react";
+import { useId, useState } from "react";
 import { formatBytes, plural } from "@/components/format.ts";
 import { PageHeader } from "@/components/page-header.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
@@ -22,6 +22,7 @@ export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmRe
   const trpc = useTRPC();
   const vm = useQuery(trpc.vms.get.queryOptions({ ref: vmRef }, { refetchInterval: 5000, initialData: initial ?? undefined, retry: (count, error) => error.data?.code !== "NOT_FOUND" && count < 2 }));
   const [open, setOpen] = useState<Open>(null);
+  const destroyHintId = useId();
 
   if (vm.error?.data?.code === "NOT_FOUND") {
     return (
@@ -47,20 +48,33 @@ export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmRe
   }
 
   const data = vm.data;
+  const canDestroy = data.allowedOperations.includes("destroy");
   const close = () => setOpen(null);
   return (
     <>
       <PageHeader title={data.name || "(no name)"} description={data.description || "No description."}>
-        <div className="flex flex-wrap gap-2">
-          <Button variant="secondary" onClick={() => setOpen("rename")}>
-            Rename
-          </Button>
-          <Button variant="secondary" onClick={() => setOpen("description")}>
-            Edit description
-          </Button>
-          <Button className="bg-red-600! text-white! hover:bg-red-500! dark:bg-red-600! dark:text-white! dark:hover:bg-red-500!" onClick={() => setOpen("destroy")}>
-            Destroy
-          </Button>
+        <div className="flex flex-col items-start gap-1.5 sm:items-end">
+          <div className="flex flex-wrap gap-2">
+            <Button variant="secondary" onClick={() => setOpen("rename")}>
+              Rename
+            </Button>
+            <Button variant="secondary" onClick={() => setOpen("description")}>
+              Edit description
+            </Button>
+            <Button
+              className="bg-red-600! text-white! hover:bg-red-500! dark:bg-red-600! dark:text-white! dark:hover:bg-red-500!"
+              onClick={() => setOpen("destroy")}
+              disabled={!canDestroy}
+              aria-describedby={canDestroy ? undefined : destroyHintId}
+            >
+              Destroy
+            </Button>
+          </div>
+          {canDestroy ? null : (
+            <p id={destroyHintId} className="text-xs text-zinc-600 dark:text-zinc-400">
+              The toolstack does not allow destroying this VM now (it is {data.powerState.toLowerCase()}).
+            </p>
+          )}
         </div>
       </PageHeader>
 

@@ -83,6 +83,16 @@ export async function listVms(xapi: XenApiClient): Promise<TListVmsResponse> {
 
 const ZNetworkName = z.string();
 
+/** A drive or interface removed between reading the VM and reading it (another window): left out, not an error. */
+async function unlessGone<T>(read: Promise<T>): Promise<T | null> {
+  try {
+    return await read;
+  } catch (error) {
+    if (error instanceof XenApiError && error.code === "HANDLE_INVALID") return null;
+    throw error;
+  }
+}
+
 export async function getVm(xapi: XenApiClient, ref: string): Promise<TGetVmResponse> {
   let vm: VmRecord;
   try {
@@ -92,12 +102,17 @@ export async function getVm(xapi: XenApiClient, ref: string): Promise<TGetVmResp
     throw error;
   }
   if (!isListedVm(vm)) throw new TRPCError({ code: "NOT_FOUND", message: "This is not a VM the console shows (a template, snapshot or the control domain)." });
-  const vbds = Object.fromEntries(await Promise.all(vm.VBDs.map(async (vbd) => [vbd, await xapi.call(ZVbdRecord, "VBD.get_record", vbd)] as const)));
+  const vbds = Object.fromEntries(
+    (await Promise.all(vm.VBDs.map(async (vbd) => [vbd, await unlessGone(xapi.call(ZVbdRecord, "VBD.get_record", vbd))] as const))).filter(
+      (entry): entry is readonly [string, VbdRecord] => entry[1] !== null,
+    ),
+  );
   const [context, interfaces] = await Promise.all([
     diskContext(xapi, [vm], vbds),
     Promise.all(
       vm.VIFs.map(async (vifRef) => {
-        const vif = await xapi.call(ZVifRecord, "VIF.get_record", vifRef);
+        const vif = await unlessGone(xapi.call(ZVifRecord, "VIF.get_record", vifRef));
+        if (vif === null) return null;
         const networkName = vif.network === NULL_REF ? null : await xapi.call(ZNetworkName, "network.get_name_label", vif.network).catch(() => null);
         return { ref: vifRef, device: vif.device, mac: vif.MAC, mtu: vif.MTU, networkRef: vif.network, networkName };
       }),
@@ -107,7 +122,7 @@ export async function getVm(xapi: XenApiClient, ref: string): Promise<TGetVmResp
     ...summary(ref, vm, context),
     vcpusAtStartup: vm.VCPUs_at_startup,
     memoryMinBytes: vm.memory_static_min,
-    interfaces: interfaces.sort((a, b) => Number(a.device) - Number(b.device)),
+    interfaces: interfaces.filter((vif) => vif !== null).sort((a, b) => Number(a.device) - Number(b.device)),
     allowedOperations: vm.allowed_operations,
   };
 }
