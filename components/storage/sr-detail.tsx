@@ -63,18 +63,20 @@ export function SrDetail({ sr, initial }: { sr: string; initial: TGetSrResponse 
         <Alert tone="warning" title="This SR is detached">
           <div className="flex flex-wrap items-center justify-between gap-3">
             <span>
-              {data.health.reason}
+              Its volumes cannot be listed, used or copied, and its space is not measured, until it is attached again.
               {data.hasPbd ? "" : " It has no connection to this host, so it cannot be attached from here."}
             </span>
             {data.hasPbd ? <AttachButton actions={actions.actionsFor(data)} /> : null}
           </div>
         </Alert>
       ) : null}
-      <SrCharts srRef={data.ref} />
       {data.attached ? (
-        <VolumeTable srRef={data.ref} />
+        <>
+          <SrCharts srRef={data.ref} />
+          <VolumeTable srRef={data.ref} />
+        </>
       ) : (
-        <Panel title="Volumes" description="The volumes of a detached SR cannot be listed. Attach it to see and change them." />
+        <Panel title="Performance and volumes" description="Its plugin serves neither datasources nor volumes while the SR is detached. Attach it to see them." />
       )}
     </>
   );
@@ -103,7 +105,7 @@ function AttachButton({ actions }: { actions: MenuAction[] }) {
   if (attach === undefined) return null;
   return (
     <Button size="sm" onClick={attach.onSelect} disabled={attach.disabled}>
-      {attach.label}
+      <span>{attach.label}</span>
     </Button>
   );
 }
@@ -179,7 +181,8 @@ function ActionButton({ action }: { action: MenuAction }) {
         onClick={action.onSelect}
         className={cn(action.tone === "danger" && "text-red-700! dark:text-red-400!")}
       >
-        {action.label}
+        {/* One flex child: the sr-only part of the label must not get the button's gap around it. */}
+        <span>{action.label}</span>
       </Button>
       {action.hint ? (
         <span id={hintId} hidden>

@@ -12,6 +12,9 @@ import { volumeCount } from "./volume-counts.ts";
 
 const ZRef = z.string();
 
+/** A page refreshed every 5 s waits this long for SR.stat (as the toolstack's records do) before saying so. */
+const STAT_WAIT_MS = 5000;
+
 /** device_config keys whose values stay on the server (CHAP passwords and the like). */
 const SECRET_KEY = /pass|secret|token|key|credential/i;
 
@@ -43,7 +46,7 @@ export async function getSr(xapi: XenApiClient, pluginRoot: string, sr: string):
   try {
     const access = await accessSr(xapi, pluginRoot, ref);
     const [stat, volumes] = await Promise.all([
-      callPlugin(access.plugin, "SR.stat", { dbg: CONSOLE_DBG, sr: access.uri }),
+      withDeadline(callPlugin(access.plugin, "SR.stat", { dbg: CONSOLE_DBG, sr: access.uri }), STAT_WAIT_MS, `SR.stat did not answer within ${STAT_WAIT_MS / 1000} s`),
       volumeCount(pluginRoot, record.type, access.uri, summary.volumeCount),
     ]);
     const [tag, reason] = stat.health;
@@ -70,4 +73,12 @@ function failureReason(error: unknown): string {
   const cause = error instanceof Error ? error.cause : undefined;
   if (cause instanceof StorageError) return describeXenApiError(cause.code, cause.params);
   return error instanceof Error ? error.message : String(error);
+}
+
+function withDeadline<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }

@@ -5,7 +5,7 @@
 import { pluginRegistry, CONSOLE_DBG } from "../storage-access.ts";
 
 const COUNT_TTL_MS = 15_000;
-const COUNT_WAIT_MS = 2_000;
+const COUNT_WAIT_MS = 1_000;
 
 interface CountEntry {
   at: number;
