@@ -209,6 +209,49 @@ describe("data tasks", () => {
     await assertReleased();
   });
 
+  test("VDI.hangar_data_mirror_to_vdi: writes reach a volume of another SR until cancelled; it stays, released", async (t) => {
+    const { vdi } = await filledVdi(16 * MiB);
+    const dest = await client.call<string>("VDI.create", { SR: otherSr, virtual_size: 16 * MiB, name_label: `mirror target ${serial++}` });
+    const small = await client.call<string>("VDI.create", { SR: otherSr, virtual_size: 8 * MiB, name_label: `too small ${serial++}` });
+    assert.equal((await xenError(client.call("VDI.hangar_data_mirror_to_vdi", vdi, vdi))).code, "INVALID_VALUE");
+    const refused = await client.waitTask(await client.call<string>("Async.VDI.hangar_data_mirror_to_vdi", vdi, small));
+    assert.equal(refused.status, "failure");
+    assert.equal((refused.error_info as string[])[0], "MIRROR_FAILED");
+    assert.match((refused.error_info as string[])[2]!, /smaller than the source/);
+
+    const task = await client.call<string>("Async.VDI.hangar_data_mirror_to_vdi", vdi, dest);
+    for (let i = 0; (await nbd.call("Data.ls", { dbg })).length === 0 && i < 100; i++) await sleep(100);
+    assert.deepEqual((await nbd.call("Data.ls", { dbg })).map((op) => op[0]), ["MirrorV1"]);
+    assert.deepEqual(Object.values(await client.call<Record<string, string>>("VDI.get_current_operations", dest)), ["mirror"], "the target is busy");
+    assert.equal((await xenError(client.call("VDI.destroy", dest))).code, "VDI_IN_USE");
+    const another = await client.call<string>("VDI.create", { SR: defaultSr, virtual_size: MiB, name_label: `another ${serial++}` });
+    assert.equal((await xenError(client.call("VDI.hangar_data_mirror_to_vdi", another, dest))).code, "VDI_IN_USE");
+
+    // A VM's write through the source's datapath lands in the target volume.
+    const uri = await volumeUri(vdi);
+    await nbd.call("Datapath.open", { dbg, uri, persistent: true });
+    const { implementations } = await nbd.call("Datapath.attach", { dbg, uri, domain: "vm2" });
+    await nbd.call("Datapath.activate", { dbg, uri, domain: "vm2" });
+    const implementation = implementations.find((i) => i[0] === "Nbd");
+    assert.ok(implementation !== undefined && implementation[0] === "Nbd");
+    const writer = await NbdClient.connect(implementation[1].uri);
+    t.after(() => writer.close().catch(() => undefined));
+    const data = pattern(7, MiB);
+    await writer.write(3 * MiB, data);
+    await writer.flush();
+    await writer.close();
+
+    assert.equal((await client.call<Record<string, unknown>>("task.get_record", task)).status, "pending", "a mirror runs until cancelled");
+    await client.call("task.cancel", task);
+    assert.equal((await client.waitTask(task)).status, "cancelled");
+    await nbd.call("Datapath.deactivate", { dbg, uri, domain: "vm2" });
+    await nbd.call("Datapath.detach", { dbg, uri, domain: "vm2" });
+    await nbd.call("Datapath.close", { dbg, uri });
+    await assertReleased();
+    assert.ok((await vdiContent(dest)).subarray(3 * MiB, 4 * MiB).equals(data), "the write was mirrored into the target volume");
+    assert.deepEqual(await client.call("VDI.get_current_operations", dest), {}, "the target is free again, and kept");
+  });
+
   async function volumeUri(vdi: string): Promise<string> {
     const sr = await client.call<string>("VDI.get_SR", vdi);
     return `nbd://${await srPath(sr)}?volume=${await client.call<string>("VDI.get_location", vdi)}`;

@@ -1,7 +1,8 @@
-// Long data work as XenAPI tasks: VDI.copy between SRs, and Hangar's copy and mirror of a VDI to a remote
-// NBD export. Each runs the datapath's Data.copy / Data.mirror, follows Data.stat into the task's progress,
-// answers task.cancel with Data.cancel, and in every outcome forgets the operation (Data.destroy), unplugs
-// what it plugged and, when a copy did not succeed, destroys the half-made destination.
+// Long data work as XenAPI tasks: VDI.copy between SRs, Hangar's copy and mirror of a VDI to a remote
+// NBD export, and its mirror into an existing volume. Each runs the datapath's Data.copy / Data.mirror,
+// follows Data.stat into the task's progress, answers task.cancel with Data.cancel, and in every outcome
+// forgets the operation (Data.destroy), unplugs what it plugged and, when a copy did not succeed, destroys
+// the half-made destination.
 //
 // The task's other_config remembers each step (DataTaskState), so after the service is killed the next run
 // takes the task over (recoverDataTask): an operation still running in the plugin's daemon is followed to
@@ -42,6 +43,8 @@ const ZState = z.object({
   attachments: z.array(ZAttachment),
   /** VDI.copy: the volume being filled, destroyed unless the copy succeeds. */
   destination: z.object({ sr: z.string(), key: z.string() }).optional(),
+  /** VDI.hangar_data_mirror_to_vdi: the existing VDI written into (marked busy, never destroyed). */
+  into: z.string().optional(),
   /** The operation, and the datapath URI it runs on (its scheme names the plugin). */
   operation: z.object({ uri: z.string(), id: z.tuple([z.enum(["CopyV1", "MirrorV1"]), z.string()]) }).optional(),
 });
@@ -160,6 +163,7 @@ async function seeThrough(
   const releases: Array<() => void> = [];
   const busy = (vdi: string) => releases.push(markOperation(ts, [vdi], control.ref, operation));
   busy(state.vdi);
+  if (state.into !== undefined) busy(state.into);
   try {
     // A recovered copy's destination is known from the start.
     if (state.destination !== undefined) busy(vdiRef((await attachedSr(ts, state.destination.sr)).uuid, state.destination.key));
@@ -260,6 +264,40 @@ export async function dataToRemote(ts: Toolstack, control: TaskControl, source: 
       what === "data-mirror"
         ? await datapath.client.call("Data.mirror", { dbg: DBG, uri, domain, remote })
         : await datapath.client.call("Data.copy", { dbg: DBG, uri, domain, remote, blocklist: wholeDisk(volume.virtual_size) });
+    state.operation = { uri, id };
+    await save(control, state);
+  });
+}
+
+/**
+ * Hangar's VDI.hangar_data_mirror_to_vdi: the VDI's writes mirrored into an existing volume (of another SR,
+ * typically), plugged read-write under the task's own domain as the NBD export Data.mirror writes to.
+ */
+export async function mirrorToVdi(ts: Toolstack, control: TaskControl, source: LocatedVdi, dest: LocatedVdi): Promise<void> {
+  const [volume, target] = await Promise.all([
+    source.sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: source.sr.uri, key: source.key }),
+    dest.sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: dest.sr.uri, key: dest.key }),
+  ]);
+  if (target.virtual_size < volume.virtual_size) {
+    throw objectErrors.mirrorFailed(source.ref, `the destination volume (${target.virtual_size} bytes) is smaller than the source (${volume.virtual_size} bytes)`);
+  }
+  const { plugin: datapath, uri } = await ts.storage.datapathFor(volume.uri);
+  const { uri: targetUri } = await ts.storage.datapathFor(target.uri);
+  await control.remember(TASK_KIND_KEY, DATA_TASK_KIND);
+  const state: DataTaskState = { what: "data-mirror", vdi: source.ref, into: dest.ref, attachments: [] };
+  await seeThrough(ts, control, state, async () => {
+    const domain = `hangar-${randomUUID()}`;
+    const writer: Attachment = { uri: targetUri, domain, mode: "rw" };
+    state.attachments.push(writer);
+    await save(control, state);
+    const nbd = (await plug(ts, writer)).find((implementation) => implementation[0] === "Nbd");
+    if (nbd === undefined || nbd[0] !== "Nbd") throw objectErrors.mirrorFailed(source.ref, `the datapath of ${dest.sr.type} volumes offers no NBD export to mirror into`);
+    // A mirror needs the source attached (its writes go through the datapath), not activated.
+    const reader: Attachment = { uri, domain, mode: "none" };
+    state.attachments.push(reader);
+    await save(control, state);
+    await plug(ts, reader);
+    const id = await datapath.client.call("Data.mirror", { dbg: DBG, uri, domain, remote: nbd[1].uri });
     state.operation = { uri, id };
     await save(control, state);
   });

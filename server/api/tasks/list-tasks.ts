@@ -29,6 +29,7 @@ const ZDataState = z.looseObject({
   what: z.enum(["vdi-copy", "data-copy", "data-mirror"]),
   vdi: z.string(),
   destination: z.object({ sr: z.string(), key: z.string() }).optional(),
+  into: z.string().optional(),
   operation: z.object({ uri: z.string(), id: z.tuple([z.enum(["CopyV1", "MirrorV1"]), z.string()]) }).optional(),
 });
 type DataState = z.infer<typeof ZDataState>;
@@ -98,7 +99,7 @@ export function classify(name: string, state: DataState | undefined): TTaskKind 
   const call = name.replace(/^Async\./, "");
   if (call === "VDI.copy") return "vdi-copy";
   if (call === "VDI.hangar_data_copy") return "data-copy";
-  if (call === "VDI.hangar_data_mirror") return "data-mirror";
+  if (call === "VDI.hangar_data_mirror" || call === "VDI.hangar_data_mirror_to_vdi") return "data-mirror";
   if (/import/i.test(call)) return "import";
   if (/export/i.test(call)) return "export";
   if (/^(SR|PBD)\./.test(call)) return "sr";
@@ -112,8 +113,9 @@ function callName(name: string): string {
   return name.replace(/^Async\./, "");
 }
 
-function titleFor(kind: TTaskKind, record: TaskListRecord, volume: VolumeBrief | undefined): string {
+function titleFor(kind: TTaskKind, record: TaskListRecord, volume: VolumeBrief | undefined, into: VolumeBrief | undefined | null): string {
   const what = volume === undefined ? "a volume" : `volume “${volume.name}”`;
+  if (into !== null) return `Mirror of ${what} into ${into === undefined ? "another volume" : `volume “${into.name}”`}`;
   switch (kind) {
     case "vdi-copy":
       return `Copy of ${what} to another SR`;
@@ -155,6 +157,8 @@ export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: 
   const taskState = STATES[record.status];
   const running = taskState === "running" || taskState === "cancelling";
   const volume = state === undefined ? undefined : await volumeBrief(xapi, state.vdi);
+  // null: the task writes no volume of ours (a copy or mirror to an NBD URI, anything else).
+  const into = state?.into === undefined ? (callName(record.name_label) === "VDI.hangar_data_mirror_to_vdi" ? undefined : null) : await volumeBrief(xapi, state.into);
 
   let progress = Math.min(1, Math.max(0, record.progress));
   // A mirror's progress means nothing to show (it runs until cancelled): no plugin call for it.
@@ -182,7 +186,7 @@ export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: 
     ref,
     uuid: record.uuid,
     name: record.name_label,
-    title: titleFor(kind, record, volume),
+    title: titleFor(kind, record, volume, into),
     kind,
     kindLabel: KIND_LABELS[kind],
     state: taskState,

@@ -88,9 +88,19 @@ test("tasks: copies to an NBD export and to another SR are listed with progress,
   assert.equal(copied.name, "Async.VDI.copy");
   assert.equal(copied.totalBytes, 32 * MiB);
   assert.ok(copied.rateBytesPerS !== null && copied.rateBytesPerS > 0);
-  assert.equal((await xapi.call(z.array(z.string()), "SR.get_VDIs", other)).length, 1);
+  assert.equal((await xapi.call(z.array(z.string()), "SR.get_VDIs", other)).length, 1, "the copy is in the other SR");
   await assert.rejects(caller.tasks.startDataTask({ target: "sr", vdi, operation: "copy", sr: await defaultSr(console) }), /another SR/);
-  await assert.rejects(caller.tasks.startDataTask({ target: "sr", vdi, operation: "mirror", sr: other }), /NBD URI only/);
+
+  // A mirror into an existing volume of the other SR runs until cancelled.
+  const target = await xapi.call(z.string(), "VDI.create", { SR: other, virtual_size: 32 * MiB, name_label: "mirror target" });
+  await assert.rejects(caller.tasks.startDataTask({ target: "vdi", vdi, operation: "mirror", dest: vdi }), /another volume than the source/);
+  const { task: into } = await caller.tasks.startDataTask({ target: "vdi", vdi, operation: "mirror", dest: target });
+  const mirroring = await waitFor(console, into, (task) => (task.state === "running" && task.title.includes("target")) || finished(task));
+  assert.equal(mirroring.state, "running", JSON.stringify(mirroring));
+  assert.equal(mirroring.kind, "data-mirror");
+  assert.equal(mirroring.title, "Mirror of volume “copied disk” into volume “mirror target”");
+  await caller.tasks.cancel({ ref: into });
+  assert.equal((await waitFor(console, into, finished)).state, "cancelled");
 
   // A remote nobody serves: the copy fails, and the list says why in words.
   const nowhere = `nbd+unix:///?socket=${join(console.toolstack.dataDir, "nobody-listens.sock")}`;
@@ -105,8 +115,8 @@ test("tasks: copies to an NBD export and to another SR are listed with progress,
   // The list: running first, then the most recently finished.
   const listing = await caller.tasks.list();
   assert.deepEqual(
-    listing.tasks.filter((task) => [copy, toSr, failing].includes(task.ref)).map((task) => task.ref),
-    [failing, toSr, copy],
+    listing.tasks.filter((task) => [copy, toSr, into, failing].includes(task.ref)).map((task) => task.ref),
+    [failing, into, toSr, copy],
   );
 
   // A URI that is no NBD URI is refused before anything starts.

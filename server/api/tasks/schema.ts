@@ -74,11 +74,19 @@ export const ZStartDataTaskSchema = z.discriminatedUnion("target", [
     operation: z.enum(["copy", "mirror"]),
     remote: ZNbdUri,
   }),
+  /** VDI.copy: a new volume in the SR. */
   z.object({
     target: z.literal("sr"),
     vdi: z.string().min(1),
-    operation: z.enum(["copy", "mirror"]),
+    operation: z.literal("copy"),
     sr: z.string().min(1),
+  }),
+  /** VDI.hangar_data_mirror_to_vdi: writes mirrored into an existing volume (of another SR). */
+  z.object({
+    target: z.literal("vdi"),
+    vdi: z.string().min(1),
+    operation: z.literal("mirror"),
+    dest: z.string().min(1),
   }),
 ]);
 export type TStartDataTaskInput = z.infer<typeof ZStartDataTaskSchema>;

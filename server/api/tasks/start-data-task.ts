@@ -1,5 +1,7 @@
 // Starting a copy or mirror of a volume from the task page: always an `Async.` call, so the work is a
-// toolstack task the page follows like any other. The choices come from the toolstack's SRs and VDIs.
+// toolstack task the page follows like any other. Copy and mirror to an NBD URI, copy to a new volume of
+// another SR (VDI.copy), mirror into an existing volume (Hangar's VDI.hangar_data_mirror_to_vdi). The
+// choices come from the toolstack's SRs and VDIs.
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { type XenApiClient, zInt64 } from "../../toolstack/xenapi/client.ts";
@@ -14,15 +16,15 @@ const ZSr = z.looseObject({
 const ZPbd = z.looseObject({ currently_attached: z.boolean() });
 const ZVdi = z.looseObject({ name_label: z.string(), SR: z.string(), virtual_size: zInt64, is_a_snapshot: z.boolean().default(false) });
 
-/** The XenAPI call each choice is: copies and mirrors to an NBD URI are Hangar's, a copy to an SR is VDI.copy. */
+/** The XenAPI call each choice is. */
 export async function startDataTask(xapi: XenApiClient, input: TStartDataTaskInput): Promise<string> {
   if (input.target === "nbd") {
     const call = input.operation === "mirror" ? "Async.VDI.hangar_data_mirror" : "Async.VDI.hangar_data_copy";
     return xapi.call(z.string(), call, input.vdi, input.remote);
   }
-  if (input.operation === "mirror") {
-    // A mirror into another SR would need a destination volume kept in step after the task ends: not offered.
-    throw new TRPCError({ code: "BAD_REQUEST", message: "A mirror goes to an NBD URI only. To put the volume in another SR, copy it." });
+  if (input.target === "vdi") {
+    if (input.dest === input.vdi) throw new TRPCError({ code: "BAD_REQUEST", message: "Choose another volume than the source to mirror into." });
+    return xapi.call(z.string(), "Async.VDI.hangar_data_mirror_to_vdi", input.vdi, input.dest);
   }
   const source = await xapi.call(z.string(), "VDI.get_SR", input.vdi);
   if (source === input.sr) throw new TRPCError({ code: "BAD_REQUEST", message: "Choose another SR than the volume's own to copy it to." });

@@ -1,10 +1,11 @@
 // VDI.*: volumes of attached SRs, every call through the SR's plugin, every record built from SR.ls
 // (vdi-records.ts). Changes made here are announced as VDI events. Hangar's own calls:
 // VDI.hangar_data_copy / VDI.hangar_data_mirror (vdi, remote NBD URI), tasks following Data.copy / Data.mirror;
+// VDI.hangar_data_mirror_to_vdi (vdi, dest VDI), Data.mirror into an existing volume plugged as an NBD export;
 // VDI.hangar_revert (snapshot), Volume.revert of the snapshot's original.
 import { parseNbdUri } from "../../nbd/uri.ts";
 import { computedGetters, parseCreateRecord, type FieldSpec, type RecordSource, zRecordArg } from "../accessors.ts";
-import { copyVdi, dataToRemote, inTask } from "../data-tasks.ts";
+import { copyVdi, dataToRemote, inTask, mirrorToVdi } from "../data-tasks.ts";
 import { objectErrors } from "../object-errors.ts";
 import { type AttachedSr, attachedSr, DBG, hasFeature, type StringMap } from "../srs.ts";
 import type { Toolstack } from "../toolstack.ts";
@@ -300,6 +301,14 @@ export const vdiCalls = [
     checkRemote(remote);
     const vdi = await locateVdi(ts, ref);
     await inTask(ts, task, "VDI.hangar_data_mirror", (control) => dataToRemote(ts, control, vdi, remote, "data-mirror").then(() => ""));
+  }),
+  method("VDI.hangar_data_mirror_to_vdi", [["vdi", zRef], ["dest", zRef]], async ({ ts, task }, ref, destRef) => {
+    if (destRef === ref) throw xenErrors.invalidValue("dest", `${destRef} (a volume cannot mirror into itself)`);
+    const [vdi, dest] = await Promise.all([locateVdi(ts, ref), locateVdi(ts, destRef)]);
+    // Written over by the mirror: nobody else may use it meanwhile.
+    const record = await vdiRecord(ts, dest);
+    if ((record.VBDs as string[]).length > 0 || Object.keys(record.current_operations as StringMap).length > 0) throw xenErrors.vdiInUse(destRef, "mirror");
+    await inTask(ts, task, "VDI.hangar_data_mirror_to_vdi", (control) => mirrorToVdi(ts, control, vdi, dest).then(() => ""));
   }),
 ];
 
