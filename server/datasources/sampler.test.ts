@@ -132,6 +132,22 @@ test("a torn or invalid file: old samples stay, the error is in words, sampling 
   assert.deepEqual(healed.samples.at(-1)!.values.io_read_bytes, 1000 / 15);
 });
 
+test("a file nobody refreshes any more (its writer died) is reported after four intervals; a new write clears it", async (t) => {
+  const { sampler, write, at } = setUp(t);
+  write(0, { read: 0, free: 1 });
+  await sampler.watch("sr", { name: "SR", datasources: async () => [URI] });
+  at(15);
+  await sampler.tick();
+  assert.equal(sampler.series("sr", 300)!.error, null, "a late write or two is no failure");
+  at(25);
+  await sampler.tick();
+  assert.match(sampler.series("sr", 300)!.error ?? "", /No new samples from "SR" for 25 s/);
+  write(30, { read: 0, free: 1 });
+  at(30);
+  await sampler.tick();
+  assert.equal(sampler.series("sr", 300)!.error, null);
+});
+
 test("an SR that stops answering is dropped after a while; one no request names is dropped when idle", async (t) => {
   const { sampler, write, at } = setUp(t, { dropFailingAfterMs: 60_000, idleMs: 3600_000, refreshMs: 0 });
   write(0, { read: 0, free: 1 });

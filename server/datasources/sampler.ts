@@ -21,6 +21,8 @@ import { Ring } from "./ring.ts";
 export const SAMPLE_INTERVAL_MS = 5000;
 /** 800 samples at 5 s: 66 minutes, so a full hour stays even with a late tick or two. */
 export const RING_CAPACITY = 800;
+/** Unchanged files for this many intervals mean their writer stopped. */
+const STALE_AFTER_INTERVALS = 4;
 
 /** What the sampler knows of an SR: how to ask its plugin for its datasource URIs (SR.stat's `datasources`). */
 export interface WatchedSr {
@@ -82,6 +84,8 @@ interface SrState {
   previous: Map<string, FileReading>;
   error: string | null;
   failingSince: number | null;
+  /** When a file last brought new data (sampler clock); null before the first. */
+  lastNewData: number | null;
   lastNamed: number;
   busy: Promise<void> | null;
 }
@@ -155,6 +159,7 @@ export class DatasourceSampler {
       previous: new Map(),
       error: null,
       failingSince: null,
+      lastNewData: null,
       lastNamed: this.#options.now(),
       busy: null,
     };
@@ -214,9 +219,15 @@ export class DatasourceSampler {
         state.filesAt = now;
       }
       const readings = await Promise.all(state.files.map(async (file) => ({ file, data: await readFileSettled(file) })));
-      this.#record(state, readings);
-      state.error = null;
       state.failingSince = null;
+      if (this.#record(state, readings) || state.lastNewData === null) {
+        state.lastNewData = now;
+        state.error = null;
+      } else if (now - state.lastNewData > STALE_AFTER_INTERVALS * this.#options.intervalMs) {
+        // A writer that died leaves its last file behind, unchanged: say so rather than draw nothing silently.
+        const seconds = Math.round((now - state.lastNewData) / 1000);
+        state.error = `No new samples from "${state.watched.name}" for ${seconds} s: its plugin has stopped refreshing the datasource file.`;
+      }
     } catch (error) {
       // Ask the plugin again next time: the SR may have been re-attached, or its daemon restarted elsewhere.
       state.files = null;
@@ -225,8 +236,8 @@ export class DatasourceSampler {
     }
   }
 
-  /** Turns the files' readings into one sample; files whose data CRC did not change add nothing. */
-  #record(state: SrState, readings: Array<{ file: string; data: RrddFile }>): void {
+  /** Turns the files' readings into one sample; files whose data CRC did not change add nothing. True when a sample was added. */
+  #record(state: SrState, readings: Array<{ file: string; data: RrddFile }>): boolean {
     const values: Record<string, number | null> = {};
     let t = 0;
     for (const { file, data } of readings) {
@@ -240,7 +251,9 @@ export class DatasourceSampler {
         values[name] = meta.type === "gauge" ? raw : rate(name, meta, raw, data.timestamp, previous);
       }
     }
-    if (t > 0) state.ring.push({ t, values });
+    if (t === 0) return false;
+    state.ring.push({ t, values });
+    return true;
   }
 }
 
