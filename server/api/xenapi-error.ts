@@ -33,6 +33,8 @@ const WORDS: Record<string, (p: readonly string[]) => string> = {
   NETWORK_CONTAINS_VIF: () => "The network is still used by VM interfaces.",
   MEMORY_CONSTRAINT_VIOLATION: (p) => `Memory settings are inconsistent: ${p.join(" ")}`,
   VDI_LOCATION_MISSING: () => "No volume is at that location in the SR.",
+  VM_BAD_POWER_STATE: (p) => `The VM is ${p[2] ?? "in another state"}; this needs it ${p[1] ?? "in another power state"}.`,
+  MESSAGE_METHOD_UNKNOWN: (p) => `The toolstack does not know the call ${p[0] ?? ""}: it may be another toolstack or an older Hangar.`,
   PBD_EXISTS: () => "The SR already has a connection (PBD) to this host.",
   SR_HAS_NO_PBDS: () => "The SR has no connection (PBD) to this host: it cannot be attached from here.",
 };
