@@ -14,7 +14,8 @@ import { Skeleton } from "@/components/ui/skeleton.tsx";
 import { ZNbdUri, type TStartDataTaskInput } from "@/server/api/tasks/schema.ts";
 
 type Operation = "copy" | "mirror";
-type Target = "nbd" | "sr";
+/** nbd: a remote NBD URI; sr: a new volume in another SR (copy); vdi: an existing volume of another SR (mirror). */
+type Target = "nbd" | "sr" | "vdi";
 
 const radioClasses = "size-4 accent-zinc-900 dark:accent-zinc-100";
 
@@ -47,6 +48,7 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
   const [target, setTarget] = useState<Target>("nbd");
   const [remote, setRemote] = useState("");
   const [destSr, setDestSr] = useState("");
+  const [destVdi, setDestVdi] = useState("");
   const [remoteError, setRemoteError] = useState<string | undefined>();
 
   const start = useMutation(
@@ -65,7 +67,11 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
   const vdi = sr?.volumes.find((v) => v.ref === vdiRef) ?? sr?.volumes[0];
   const destinations = usable.filter((s) => s.ref !== sr?.ref);
   const dest = destinations.find((s) => s.ref === destSr) ?? destinations[0];
-  const effectiveTarget: Target = operation === "mirror" ? "nbd" : target;
+  // A mirror writes into a volume that exists; a copy makes a new one. The other SR choice follows the operation.
+  const effectiveTarget: Target = target === "nbd" ? "nbd" : operation === "mirror" ? "vdi" : "sr";
+  // Volumes big enough to take every block of the source.
+  const intoChoices = dest?.volumes.filter((v) => v.ref !== vdi?.ref && !v.isSnapshot && v.virtualSize >= (vdi?.virtualSize ?? 0)) ?? [];
+  const into = intoChoices.find((v) => v.ref === destVdi) ?? intoChoices[0];
 
   function submit(event: FormEvent) {
     event.preventDefault();
@@ -78,6 +84,9 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
         return;
       }
       input = { target: "nbd", vdi: vdi.ref, operation, remote: parsed.data };
+    } else if (effectiveTarget === "vdi") {
+      if (into === undefined) return;
+      input = { target: "vdi", vdi: vdi.ref, operation: "mirror", dest: into.ref };
     } else {
       if (dest === undefined) return;
       input = { target: "sr", vdi: vdi.ref, operation: "copy", sr: dest.ref };
@@ -95,7 +104,7 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
       open={open}
       onClose={onClose}
       title="Copy or mirror a volume"
-      description="A copy moves the whole volume once; a mirror sends every later write to an NBD export until you cancel it."
+      description="A copy moves the whole volume once; a mirror sends every later write to an NBD export or another volume until you cancel it."
     >
       {sources.error !== null ? (
         <QueryError error={sources.error} what="the SRs and their volumes" onRetry={() => void sources.refetch()} />
@@ -153,10 +162,11 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
             onChange={setTarget}
             options={[
               { value: "nbd", label: "A remote NBD URI" },
-              { value: "sr", label: "A new volume in another SR", disabled: operation === "mirror" || destinations.length === 0 },
+              operation === "mirror"
+                ? { value: "vdi", label: "A volume in another SR", disabled: destinations.length === 0 }
+                : { value: "sr", label: "A new volume in another SR", disabled: destinations.length === 0 },
             ]}
           />
-          {operation === "mirror" ? <p className="-mt-2 text-xs text-zinc-500 dark:text-zinc-400">A mirror goes to an NBD URI: to put a volume in another SR, copy it.</p> : null}
 
           {effectiveTarget === "nbd" ? (
             <Field label="NBD URI" hint="nbd://host:port/export, nbd+unix:///export?socket=/path or nbd:unix:/path" error={remoteError ?? serverFieldError}>
@@ -175,17 +185,40 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
               )}
             </Field>
           ) : (
-            <Field label="Destination SR" hint={vdi === undefined ? undefined : `A new volume of ${formatBytes(vdi.virtualSize)} is made there.`}>
-              {(id, describedBy) => (
-                <select id={id} aria-describedby={describedBy} className={selectClasses} value={dest?.ref ?? ""} onChange={(e) => setDestSr(e.target.value)}>
-                  {destinations.map((s) => (
-                    <option key={s.ref} value={s.ref}>
-                      {s.name} ({s.type})
-                    </option>
-                  ))}
-                </select>
-              )}
-            </Field>
+            <div className="grid gap-4 sm:grid-cols-2">
+              <Field
+                label="Destination SR"
+                className={effectiveTarget === "sr" ? "sm:col-span-2" : undefined}
+                hint={effectiveTarget === "sr" && vdi !== undefined ? `A new volume of ${formatBytes(vdi.virtualSize)} is made there.` : undefined}
+              >
+                {(id, describedBy) => (
+                  <select id={id} aria-describedby={describedBy} className={selectClasses} value={dest?.ref ?? ""} onChange={(e) => (setDestSr(e.target.value), setDestVdi(""))}>
+                    {destinations.map((s) => (
+                      <option key={s.ref} value={s.ref}>
+                        {s.name} ({s.type})
+                      </option>
+                    ))}
+                  </select>
+                )}
+              </Field>
+              {effectiveTarget === "vdi" ? (
+                <Field
+                  label="Destination volume"
+                  hint="Every later write of the source goes there too; what it holds now is not copied."
+                  error={into === undefined ? `No volume there is at least ${formatBytes(vdi?.virtualSize ?? 0)}: create one first.` : undefined}
+                >
+                  {(id, describedBy) => (
+                    <select id={id} aria-describedby={describedBy} className={selectClasses} value={into?.ref ?? ""} disabled={into === undefined} onChange={(e) => setDestVdi(e.target.value)}>
+                      {intoChoices.map((v) => (
+                        <option key={v.ref} value={v.ref}>
+                          {v.name || "(no name)"} · {formatBytes(v.virtualSize)}
+                        </option>
+                      ))}
+                    </select>
+                  )}
+                </Field>
+              ) : null}
+            </div>
           )}
 
           {start.error !== null && serverFieldError === undefined ? (
@@ -198,7 +231,7 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
             <Button variant="secondary" onClick={onClose}>
               Close
             </Button>
-            <Button type="submit" disabled={vdi === undefined || start.isPending} aria-busy={start.isPending}>
+            <Button type="submit" disabled={vdi === undefined || start.isPending || (effectiveTarget === "vdi" && into === undefined) || (effectiveTarget === "sr" && dest === undefined)} aria-busy={start.isPending}>
               {start.isPending ? "Starting…" : `Start ${verb}`}
             </Button>
           </DialogActions>
