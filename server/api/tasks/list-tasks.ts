@@ -150,6 +150,13 @@ async function liveProgress(pluginRoot: string, operation: NonNullable<DataState
   }
 }
 
+/** A failure's words without any stack trace a plugin may have put in its message. */
+export function withoutStackTrace(text: string): string {
+  const lines = text.split("\n");
+  const trace = lines.findIndex((line) => /^\s+at \S/.test(line) || /^\s*Traceback \(most recent call last\)/.test(line));
+  return (trace < 0 ? lines : lines.slice(0, trace)).join(" ").replace(/\s+/g, " ").trim();
+}
+
 /** One task as the page shows it; `now` in milliseconds. */
 export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: string, record: TaskListRecord, now: number): Promise<TTask> {
   const state = dataState(record);
@@ -197,7 +204,7 @@ export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: 
     totalBytes,
     rateBytesPerS,
     etaS,
-    error: failed ? describeTaskError(record.error_info) || "The task failed without saying why." : null,
+    error: failed ? withoutStackTrace(describeTaskError(record.error_info)) || "The task failed without saying why." : null,
     errorCode: failed ? (record.error_info[0] ?? null) : null,
     canCancel: record.status === "pending" && record.allowed_operations.includes("cancel"),
     canDestroy: !running,
