@@ -83,7 +83,7 @@ export function DatasourceChart({ title, summary, lines, rows, units, domain, pl
               minTickGap={40}
             />
             <YAxis
-              width={72}
+              width={84}
               tickFormatter={(value: number) => formatDatasourceValue(value, units)}
               tick={{ fill: "currentColor", fontSize: 11 }}
               stroke="currentColor"
@@ -104,7 +104,8 @@ export function DatasourceChart({ title, summary, lines, rows, units, domain, pl
                 fillOpacity={0.12}
                 isAnimationActive={false}
                 connectNulls={false}
-                dot={false}
+                // A few samples on a wide range would be a hairline at the right edge: mark each one.
+                dot={rows.length < 20 ? { r: 2, fill: line.color, strokeWidth: 0 } : false}
               />
             ))}
           </AreaChart>

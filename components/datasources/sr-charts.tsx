@@ -7,7 +7,7 @@ import { Alert } from "@/components/ui/alert.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
 import type { TSeriesResponse } from "@/server/api/datasources/schema.ts";
-import { formatDatasourceValue } from "./chart-format.ts";
+import { formatClock, formatDatasourceValue } from "./chart-format.ts";
 import { CHART_HEIGHT, type ChartLine, type ChartRow, DatasourceChart } from "./datasource-chart.tsx";
 import { RangeSelector, type RangeSeconds } from "./range-selector.tsx";
 
@@ -90,9 +90,12 @@ export function SrCharts({ srRef }: { srRef: string }) {
   return (
     <section aria-labelledby={headingId} className="flex flex-col gap-3">
       <div className="flex flex-wrap items-center justify-between gap-3">
-        <h2 id={headingId} className="text-lg font-semibold tracking-tight text-zinc-950 dark:text-white">
-          Performance
-        </h2>
+        <div className="flex flex-wrap items-baseline gap-x-3">
+          <h2 id={headingId} className="text-lg font-semibold tracking-tight text-zinc-950 dark:text-white">
+            Performance
+          </h2>
+          <p className="text-xs text-zinc-600 dark:text-zinc-400">{samplingNote(series.data)}</p>
+        </div>
         <RangeSelector value={range} onChange={setRange} />
       </div>
       {series.data === undefined ? (
@@ -116,6 +119,14 @@ export function SrCharts({ srRef }: { srRef: string }) {
       )}
     </section>
   );
+}
+
+/** "Sampled every 5 s since 14:05", so a chart that covers part of its range says why. */
+function samplingNote(data: TSeriesResponse | undefined): string {
+  if (data === undefined || data.t.length === 0) return "Sampled every 5 s";
+  const first = data.t[0]!;
+  const full = first <= (data.t.at(-1) ?? first) - (data.rangeSeconds - 2 * data.intervalSeconds) * 1000;
+  return full ? `Sampled every ${data.intervalSeconds} s` : `Sampled every ${data.intervalSeconds} s since ${formatClock(first)}`;
 }
 
 function Charts({ data, now }: { data: TSeriesResponse; now: number }) {
