@@ -148,6 +148,8 @@ export class DatasourceSampler {
     if (existing !== undefined) {
       existing.watched = watched;
       existing.lastNamed = this.#options.now();
+      // A request that raced the first one waits for the same first sample rather than answering none.
+      if (existing.ring.size === 0) await existing.busy;
       return;
     }
     const state: SrState = {
