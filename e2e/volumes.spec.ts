@@ -21,6 +21,11 @@ async function act(page: Page, volume: string, item: string | RegExp): Promise<v
   await page.getByRole("menu", { name: `Actions for ${volume}`, exact: true }).getByRole("menuitem", { name: item }).click();
 }
 
+/** The count line for `n` volumes shown: "1 volume" when the filter leaves all, else "1 of 12 volumes". */
+function shown(region: Locator, n: number): Locator {
+  return region.getByText(new RegExp(`^${n} (of \\d[\\d,]* volumes?|volumes?)$`));
+}
+
 /** The table row of a volume, by the accessible name of its actions button. */
 function row(table: Locator, volume: string): Locator {
   return table.getByRole("row").filter({ has: table.page().getByRole("button", { name: `Actions for ${volume}`, exact: true }) });
@@ -56,7 +61,7 @@ test("volumes: create, snapshot, resize, clone, revert, compare, CBT, keys, filt
 
   // Filter down to this test's volumes.
   await volumes.getByRole("searchbox", { name: "Filter volumes by name, uuid or description" }).fill(name);
-  await expect(volumes.getByText(/^1 of \d[\d,]* volumes$/)).toBeVisible();
+  await expect(shown(volumes, 1)).toBeVisible();
   await expect(row(table, name)).toContainText("64 MiB");
 
   // Snapshot: a second row of the same name, marked as a snapshot of it.
@@ -95,7 +100,7 @@ test("volumes: create, snapshot, resize, clone, revert, compare, CBT, keys, filt
   await expect(row(table, name)).toContainText("64 MiB");
 
   // Sort by size, both ways: the clone (128 MiB) last, then first.
-  await expect(volumes.getByText(/^3 of \d[\d,]* volumes$/)).toBeVisible();
+  await expect(shown(volumes, 3)).toBeVisible();
   const sizeHeader = table.getByRole("columnheader").filter({ has: page.getByRole("button", { name: "Sort by size" }) });
   await table.getByRole("button", { name: "Sort by size" }).click();
   await expect(sizeHeader).toHaveAttribute("aria-sort", "ascending");
@@ -121,12 +126,13 @@ test("volumes: create, snapshot, resize, clone, revert, compare, CBT, keys, filt
   await keys.getByLabel("Key", { exact: true }).fill("owner");
   await keys.getByLabel("Value").fill("e2e");
   await keys.getByRole("button", { name: "Add key" }).click();
-  await expect(keys.getByRole("cell", { name: "owner" })).toBeVisible();
+  await expect(keys.getByRole("cell", { name: "owner", exact: true })).toBeVisible();
+  await expect(keys.getByRole("button", { name: "Remove key owner" })).toBeVisible();
   await keys.getByRole("button", { name: "Close" }).click();
 
   // Filter by the clone's name only.
   await volumes.getByRole("searchbox").fill(clone);
-  await expect(volumes.getByText(/^1 of \d[\d,]* volumes$/)).toBeVisible();
+  await expect(shown(volumes, 1)).toBeVisible();
   await page.screenshot({ path: test.info().outputPath("sr-volumes.png"), fullPage: true });
 
   // Destroy the clone, with a confirmation naming it.

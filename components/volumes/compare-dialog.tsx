@@ -102,7 +102,7 @@ export function CompareDialog({ srRef, volumes, onClose }: { srRef: string; volu
           Blocks of “{a.name}” that differ from “{b.name}”, as the SR&apos;s plugin reports them.
         </>
       }
-      className="max-w-2xl"
+      className="sm:max-w-2xl"
     >
       {compare.data ? (
         <BlockMap result={compare.data} names={[a.name, b.name]} />

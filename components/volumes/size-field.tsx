@@ -1,7 +1,6 @@
 "use client";
 
 import { Field, inputClasses, selectClasses } from "@/components/ui/field.tsx";
-import { cn } from "@/components/ui/cn.ts";
 
 export const UNITS = { GiB: 1024 ** 3, MiB: 1024 ** 2 } as const;
 export type SizeUnit = keyof typeof UNITS;
@@ -48,6 +47,7 @@ export function SizeField({
     <Field label={label} error={error} hint={hint}>
       {(id, describedBy) => (
         <div className="flex gap-2">
+          <div className="min-w-0 flex-1">
           <input
             id={id}
             aria-describedby={describedBy}
@@ -58,20 +58,24 @@ export function SizeField({
             step="any"
             value={value.amount}
             onChange={(event) => onChange({ ...value, amount: event.target.value })}
-            className={cn(inputClasses, "min-w-0 flex-1")}
+            className={inputClasses}
           />
-          <select
-            aria-label={`${label}: unit`}
-            value={value.unit}
-            onChange={(event) => onChange({ ...value, unit: event.target.value as SizeUnit })}
-            className={cn(selectClasses, "w-24")}
-          >
-            {Object.keys(UNITS).map((unit) => (
-              <option key={unit} value={unit}>
-                {unit}
-              </option>
-            ))}
-          </select>
+          </div>
+          {/* The shared classes make controls full width: the wrappers size them. */}
+          <div className="w-28 shrink-0">
+            <select
+              aria-label={`${label}: unit`}
+              value={value.unit}
+              onChange={(event) => onChange({ ...value, unit: event.target.value as SizeUnit })}
+              className={selectClasses}
+            >
+              {Object.keys(UNITS).map((unit) => (
+                <option key={unit} value={unit}>
+                  {unit}
+                </option>
+              ))}
+            </select>
+          </div>
         </div>
       )}
     </Field>

@@ -51,19 +51,35 @@ export function VolumeActionsMenu({
   const ref = useRef<HTMLDivElement>(null);
   const [position, setPosition] = useState<{ top: number; left: number } | null>(null);
   const items = actionsFor(volume, features);
+  const onCloseRef = useRef(onClose);
+  useEffect(() => {
+    onCloseRef.current = onClose;
+  });
 
   useLayoutEffect(() => {
     const menu = ref.current;
     if (menu === null) return;
     menu.showPopover();
-    const rect = anchor.getBoundingClientRect();
-    const { offsetWidth: width, offsetHeight: height } = menu;
-    const below = rect.bottom + 4 + height <= window.innerHeight;
-    setPosition({
-      top: below ? rect.bottom + 4 : Math.max(8, rect.top - 4 - height),
-      left: Math.min(Math.max(8, rect.right - width), window.innerWidth - width - 8),
-    });
+    // Beside its button, also while the table or the page scrolls (a scroll must not close it: a click
+    // that first scrolls its button into view would lose its menu); gone with its button.
+    const place = () => {
+      if (!anchor.isConnected) return onCloseRef.current();
+      const rect = anchor.getBoundingClientRect();
+      const { offsetWidth: width, offsetHeight: height } = menu;
+      const below = rect.bottom + 4 + height <= window.innerHeight;
+      setPosition({
+        top: below ? rect.bottom + 4 : Math.max(8, rect.top - 4 - height),
+        left: Math.min(Math.max(8, rect.right - width), window.innerWidth - width - 8),
+      });
+    };
+    place();
     menu.querySelector<HTMLElement>('[role="menuitem"]')?.focus();
+    window.addEventListener("scroll", place, { capture: true, passive: true });
+    window.addEventListener("resize", place);
+    return () => {
+      window.removeEventListener("scroll", place, { capture: true });
+      window.removeEventListener("resize", place);
+    };
   }, [anchor]);
 
   useEffect(() => {

@@ -14,7 +14,7 @@ import {
 } from "@tanstack/react-table";
 import { useVirtualizer } from "@tanstack/react-virtual";
 import { useDeferredValue, useId, useMemo, useRef, useState } from "react";
-import { formatBytes, plural } from "@/components/format.ts";
+import { formatBytes } from "@/components/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Badge } from "@/components/ui/badge.tsx";
@@ -105,6 +105,8 @@ export function VolumeTable({ srRef }: { srRef: string }) {
     getSortedRowModel: getSortedRowModel(),
     getRowId: (row) => row.uuid,
     enableSortingRemoval: false,
+    // Every column sorts ascending first, as a person expects (TanStack's default is descending for numbers).
+    sortDescFirst: false,
   });
   const rows = table.getRowModel().rows;
 
@@ -182,7 +184,8 @@ export function VolumeTable({ srRef }: { srRef: string }) {
   const selectedVolumes = selected.map((key) => volumes?.find((v) => v.key === key)).filter((v): v is TVolumeRow => v !== undefined);
   const dialogVolume = dialog !== null && "uuid" in dialog ? byUuid.get(dialog.uuid) : undefined;
   const menuVolume = menu === null ? undefined : byUuid.get(menu.uuid);
-  const count = volumes === undefined ? null : filtered.length === volumes.length ? plural(volumes.length, "volume") : `${filtered.length.toLocaleString()} of ${plural(volumes.length, "volume")}`;
+  const total = volumes === undefined ? "" : `${volumes.length.toLocaleString("en")} volume${volumes.length === 1 ? "" : "s"}`;
+  const count = volumes === undefined ? null : filtered.length === volumes.length ? total : `${filtered.length.toLocaleString("en")} of ${total}`;
 
   return (
     <section aria-labelledby={headingId} className="flex flex-col gap-3">
@@ -192,7 +195,7 @@ export function VolumeTable({ srRef }: { srRef: string }) {
             Volumes
           </h2>
           <p className="min-h-5 text-sm text-zinc-600 tabular-nums dark:text-zinc-400" aria-live="polite">
-            {count === null ? "" : count.replace(/^\d+/, (n) => Number(n).toLocaleString())}
+            {count ?? ""}
           </p>
         </div>
         <div className="flex flex-wrap items-center gap-2">
@@ -257,7 +260,7 @@ export function VolumeTable({ srRef }: { srRef: string }) {
             )}
           </div>
         ) : (
-          <div ref={scrollRef} className={cn(BODY_HEIGHT, "overflow-auto overscroll-contain")} onScroll={() => menu && setMenu(null)}>
+          <div ref={scrollRef} className={cn(BODY_HEIGHT, "overflow-auto overscroll-contain")}>
             <table aria-rowcount={rows.length + 1} aria-label="Volumes" className="w-full min-w-[60rem] table-fixed border-separate border-spacing-0 text-sm">
               <colgroup>
                 <col className="w-10" />
@@ -275,6 +278,7 @@ export function VolumeTable({ srRef }: { srRef: string }) {
                     {group.headers.map((header) => {
                       const sorted = header.column.getIsSorted();
                       const label = typeof header.column.columnDef.header === "string" ? header.column.columnDef.header : null;
+                      const numeric = header.id === "virtualSize" || header.id === "physicalUtilisation";
                       return (
                         <th
                           key={header.id}
@@ -282,7 +286,9 @@ export function VolumeTable({ srRef }: { srRef: string }) {
                           aria-sort={sorted === "asc" ? "ascending" : sorted === "desc" ? "descending" : undefined}
                           className={cn(
                             "border-b border-zinc-200 px-3 text-left text-xs font-medium text-zinc-600 dark:border-zinc-800 dark:text-zinc-400",
-                            (header.id === "virtualSize" || header.id === "physicalUtilisation") && "text-right",
+                            numeric && "text-right",
+                            // The actions stay in view while a narrow screen scrolls the table sideways.
+                            header.id === "actions" && "sticky right-0 bg-zinc-50 dark:bg-zinc-900",
                           )}
                         >
                           {label !== null && header.column.getCanSort() ? (
@@ -290,7 +296,11 @@ export function VolumeTable({ srRef }: { srRef: string }) {
                               type="button"
                               aria-label={`Sort by ${label.toLowerCase()}`}
                               onClick={header.column.getToggleSortingHandler()}
-                              className="inline-flex items-center gap-1 rounded px-1 py-0.5 hover:text-zinc-900 focus-visible:outline-2 focus-visible:outline-sky-600 dark:hover:text-white"
+                              className={cn(
+                                "inline-flex items-center gap-1 rounded px-1 py-0.5 hover:text-zinc-900 focus-visible:outline-2 focus-visible:outline-sky-600 dark:hover:text-white",
+                                // Numbers are right-aligned: the arrow goes left so the label lines up with them.
+                                numeric && "-mr-1 flex-row-reverse",
+                              )}
                             >
                               {label}
                               <span aria-hidden="true" className="w-3 text-[10px]">
@@ -328,7 +338,7 @@ export function VolumeTable({ srRef }: { srRef: string }) {
                       aria-rowindex={item.index + 2}
                       aria-selected={isSelected}
                       style={{ height: ROW_HEIGHT }}
-                      className={cn("group", isSelected ? "bg-sky-50 dark:bg-sky-950/40" : "hover:bg-zinc-50 dark:hover:bg-zinc-800/40")}
+                      className={cn("group", isSelected ? "bg-sky-50 dark:bg-sky-950" : "hover:bg-zinc-50 dark:hover:bg-zinc-800")}
                     >
                       <Cell className="text-center">
                         <input
@@ -362,7 +372,7 @@ export function VolumeTable({ srRef }: { srRef: string }) {
                       <Cell className="truncate font-mono text-xs text-zinc-600 dark:text-zinc-400">
                         <span title={volume.uuid}>{volume.uuid}</span>
                       </Cell>
-                      <Cell className="text-right">
+                      <Cell className={cn("sticky right-0 text-right", isSelected ? "bg-sky-50 dark:bg-sky-950" : "bg-white group-hover:bg-zinc-50 dark:bg-zinc-900 dark:group-hover:bg-zinc-800")}>
                         <Button
                           size="sm"
                           variant="ghost"
