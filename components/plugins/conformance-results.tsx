@@ -34,30 +34,54 @@ export function ConformanceCounts({ run }: { run: TConformanceRun }) {
   );
 }
 
-/** Every check of a run in the order it ran, with its status, how long it took and, unless it passed, why. */
-export function ConformanceResults({ run, label }: { run: TConformanceRun; label: string }) {
-  if (run.results.length === 0) return null;
+function ResultList({ results, label }: { results: TConformanceRun["results"]; label: string }) {
   return (
     <ol aria-label={label} className="divide-y divide-zinc-200 rounded-lg border border-zinc-200 text-sm dark:divide-zinc-800 dark:border-zinc-800">
-      {run.results.map((result, i) => {
+      {results.map((result, i) => {
         const { label: status, tone } = STATUS[result.status];
         return (
-          <li key={`${i}-${result.name}`} aria-label={`${status}: ${result.name}`} className="flex flex-col gap-1 px-3 py-2 sm:flex-row sm:items-start sm:gap-3">
-            <Badge tone={tone} className="w-16 justify-center self-start">
+          <li key={`${i}-${result.name}`} aria-label={`${status}: ${result.name}`} className="grid grid-cols-[4.5rem_1fr_auto] items-start gap-x-3 gap-y-1 px-3 py-2">
+            <Badge tone={tone} className="justify-center">
               {status}
             </Badge>
-            <div className="min-w-0 flex-1">
-              <p className="break-words text-zinc-900 dark:text-zinc-100">{result.name}</p>
-              {result.reason !== null ? (
-                <p className={result.status === "failed" ? "mt-0.5 break-words text-red-800 dark:text-red-300" : "mt-0.5 break-words text-zinc-600 dark:text-zinc-400"}>
-                  {result.reason}
-                </p>
-              ) : null}
-            </div>
-            <span className="text-xs text-zinc-500 tabular-nums sm:pt-0.5 dark:text-zinc-400">{duration(result.durationMs)}</span>
+            <p className="min-w-0 break-words text-zinc-900 dark:text-zinc-100">{result.name}</p>
+            <span className="text-xs text-zinc-500 tabular-nums dark:text-zinc-400">{duration(result.durationMs)}</span>
+            {result.reason !== null ? (
+              <p
+                className={
+                  result.status === "failed"
+                    ? "col-start-2 col-end-4 break-words text-red-800 dark:text-red-300"
+                    : "col-start-2 col-end-4 break-words text-zinc-600 dark:text-zinc-400"
+                }
+              >
+                {result.reason}
+              </p>
+            ) : null}
           </li>
         );
       })}
     </ol>
+  );
+}
+
+/**
+ * A run's checks: those that failed or made a note first, then every check in the order it ran (a
+ * disclosure: fifty-odd rows are long on a phone).
+ */
+export function ConformanceResults({ run, label }: { run: TConformanceRun; label: string }) {
+  if (run.results.length === 0) return null;
+  const attention = run.results.filter((result) => result.status === "failed" || result.status === "note");
+  return (
+    <div className="flex flex-col gap-3">
+      {attention.length > 0 ? <ResultList results={attention} label={`${label} that need attention`} /> : null}
+      <details open className="group flex flex-col gap-2">
+        <summary className="cursor-pointer rounded text-sm font-medium text-zinc-800 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-sky-600 dark:text-zinc-200">
+          All {plural(run.results.length, "check")}, in the order they ran
+        </summary>
+        <div className="mt-2">
+          <ResultList results={run.results} label={label} />
+        </div>
+      </details>
+    </div>
   );
 }

@@ -62,8 +62,8 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
 
   const srs = sources.data?.srs ?? [];
   const usable = srs.filter((sr) => sr.problem === null);
-  // Defaults follow the data until the user chooses: the first SR with volumes, its first volume.
-  const sr = usable.find((s) => s.ref === srRef) ?? usable.find((s) => s.volumes.length > 0) ?? usable[0];
+  // Defaults follow the data until the user chooses: the pool's default SR (else the first with volumes), its first volume.
+  const sr = usable.find((s) => s.ref === srRef) ?? usable.find((s) => s.isDefault && s.volumes.length > 0) ?? usable.find((s) => s.volumes.length > 0) ?? usable[0];
   const vdi = sr?.volumes.find((v) => v.ref === vdiRef) ?? sr?.volumes[0];
   const destinations = usable.filter((s) => s.ref !== sr?.ref);
   const dest = destinations.find((s) => s.ref === destSr) ?? destinations[0];

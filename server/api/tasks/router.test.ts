@@ -78,9 +78,9 @@ test("tasks: copies to an NBD export and to another SR are listed with progress,
   const sources = await caller.tasks.copySources();
   assert.deepEqual(
     sources.srs.find((sr) => sr.ref === other),
-    { ref: other, name: "other", type: "file", problem: null, volumes: [] },
+    { ref: other, name: "other", type: "file", isDefault: false, problem: null, volumes: [] },
   );
-  assert.ok(sources.srs.some((sr) => sr.volumes.some((v) => v.ref === vdi && v.name === "copied disk" && v.virtualSize === 32 * MiB)));
+  assert.ok(sources.srs.some((sr) => sr.isDefault && sr.volumes.some((v) => v.ref === vdi && v.name === "copied disk" && v.virtualSize === 32 * MiB)));
   const { task: toSr } = await caller.tasks.startDataTask({ target: "sr", vdi, operation: "copy", sr: other });
   const copied = await waitFor(console, toSr, finished);
   assert.equal(copied.state, "succeeded", JSON.stringify(copied));

@@ -100,6 +100,8 @@ export const ZCopySourcesResponse = z.object({
       ref: z.string(),
       name: z.string(),
       type: z.string(),
+      /** The pool's default SR (the dialog starts there). */
+      isDefault: z.boolean(),
       /** Why its volumes could not be listed (detached, plugin failing); null when they could. */
       problem: z.string().nullable(),
       volumes: z.array(z.object({ ref: z.string(), name: z.string(), virtualSize: z.number(), isSnapshot: z.boolean() })),

@@ -33,7 +33,13 @@ export async function startDataTask(xapi: XenApiClient, input: TStartDataTaskInp
 
 /** Every SR with its volumes (snapshots included: they can be copied too), for the copy dialog. */
 export async function copySources(xapi: XenApiClient): Promise<TCopySourcesResponse> {
-  const [srs, pbds, vdis] = await Promise.all([xapi.records("SR", ZSr), xapi.records("PBD", ZPbd), xapi.records("VDI", ZVdi)]);
+  const [srs, pbds, vdis, pools] = await Promise.all([
+    xapi.records("SR", ZSr),
+    xapi.records("PBD", ZPbd),
+    xapi.records("VDI", ZVdi),
+    xapi.records("pool", z.looseObject({ default_SR: z.string() })),
+  ]);
+  const defaults = new Set(Object.values(pools).map((pool) => pool.default_SR));
   return {
     srs: Object.entries(srs)
       .map(([ref, sr]) => {
@@ -44,7 +50,7 @@ export async function copySources(xapi: XenApiClient): Promise<TCopySourcesRespo
           .filter(([, vdi]) => vdi.SR === ref)
           .map(([vdiRef, vdi]) => ({ ref: vdiRef, name: vdi.name_label, virtualSize: vdi.virtual_size, isSnapshot: vdi.is_a_snapshot }))
           .sort((a, b) => a.name.localeCompare(b.name));
-        return { ref, name: sr.name_label, type: sr.type, problem, volumes };
+        return { ref, name: sr.name_label, type: sr.type, isDefault: defaults.has(ref), problem, volumes };
       })
       .sort((a, b) => a.name.localeCompare(b.name)),
   };
