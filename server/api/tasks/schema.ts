@@ -60,10 +60,14 @@ export const ZNbdUri = z
   .trim()
   .min(1, "Give an NBD URI: nbd://host:port/export, nbd+unix:///export?socket=/path or nbd:unix:/path")
   .superRefine((uri, ctx) => {
+    if (uri === "") return;
     try {
       parseNbdUri(uri);
     } catch (error) {
-      ctx.addIssue({ code: "custom", message: `Not a usable NBD URI: ${error instanceof Error ? error.message.replace(/: .*$/, "") : String(error)}` });
+      // The parser's reason without the URI echoed back ("not an NBD URI: http://…" → "Not an NBD URI").
+      const reason = (error instanceof Error ? error.message : String(error)).replace(/: \S*$/, "");
+      const sentence = reason.startsWith("nbd") ? reason : `${reason.charAt(0).toUpperCase()}${reason.slice(1)}`;
+      ctx.addIssue({ code: "custom", message: `${sentence}.` });
     }
   });
 
