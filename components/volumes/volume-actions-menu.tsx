@@ -6,7 +6,7 @@ import { useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from
 import { cn } from "@/components/ui/cn.ts";
 import type { TVolumeRow } from "@/server/api/volumes/schema.ts";
 
-export type VolumeAction = "resize" | "snapshot" | "clone" | "revert" | "copy" | "rename" | "keys" | "cbt" | "destroy";
+export type VolumeAction = "details" | "resize" | "snapshot" | "clone" | "revert" | "copy" | "rename" | "keys" | "cbt" | "destroy";
 
 interface Item {
   action: VolumeAction;
@@ -22,7 +22,7 @@ export function actionsLabel(volume: TVolumeRow): string {
 /** What a volume offers, given what the SR's plugin can do. */
 export function actionsFor(volume: TVolumeRow, features: readonly string[]): Item[] {
   const has = (feature: string) => features.includes(feature);
-  const items: Item[] = [];
+  const items: Item[] = [{ action: "details", label: "Details…" }];
   if (volume.readWrite && has("VDI_RESIZE")) items.push({ action: "resize", label: "Resize…" });
   if (has("VDI_SNAPSHOT")) items.push({ action: "snapshot", label: "Take a snapshot" });
   if (has("VDI_CLONE")) items.push({ action: "clone", label: "Clone…" });

@@ -32,6 +32,7 @@ import {
   CopyVolumeDialog,
   CreateVolumeDialog,
   type DoneMessage,
+  VolumeDetailsDialog,
   RenameVolumeDialog,
   ResizeVolumeDialog,
   TaskLink,
@@ -243,7 +244,8 @@ export function VolumeTable({ srRef }: { srRef: string }) {
       ) : null}
       {list.isError && list.data !== undefined ? <QueryError error={list.error} what="the latest volume list" onRetry={() => void list.refetch()} /> : null}
 
-      <div className="overflow-hidden rounded-xl border border-zinc-200 bg-white dark:border-zinc-800 dark:bg-zinc-900/60">
+      {/* Opaque in dark mode too: the sticky actions column must match what scrolls under it. */}
+      <div className="overflow-hidden rounded-xl border border-zinc-200 bg-white dark:border-zinc-800 dark:bg-zinc-900">
         {list.data === undefined ? (
           <div className={cn(BODY_HEIGHT, "flex flex-col gap-2 p-3")}>
             {list.isError ? (
@@ -420,6 +422,7 @@ export function VolumeTable({ srRef }: { srRef: string }) {
         />
       ) : null}
       {dialogVolume !== undefined && dialog?.kind === "resize" ? <ResizeVolumeDialog srRef={srRef} volume={dialogVolume} onClose={() => setDialog(null)} onDone={done} /> : null}
+      {dialogVolume !== undefined && dialog?.kind === "details" ? <VolumeDetailsDialog srRef={srRef} volume={dialogVolume} onClose={() => setDialog(null)} /> : null}
       {dialogVolume !== undefined && dialog?.kind === "clone" ? <CloneVolumeDialog srRef={srRef} volume={dialogVolume} onClose={() => setDialog(null)} onDone={done} /> : null}
       {dialogVolume !== undefined && dialog?.kind === "rename" ? <RenameVolumeDialog srRef={srRef} volume={dialogVolume} onClose={() => setDialog(null)} onDone={done} /> : null}
       {dialogVolume !== undefined && dialog?.kind === "keys" ? <VolumeKeysDialog srRef={srRef} volume={dialogVolume} onClose={() => setDialog(null)} /> : null}
