@@ -1,10 +1,14 @@
 // The storage page against the e2e toolstack: an SR made through the Create SR dialog (in a directory this
 // test makes, so names and paths never collide with other specs), listed Healthy, its page, default and back,
-// detach, attach, destroy with a confirmation; a configuration the plugin refuses shows its reason in the dialog.
+// detach, attach, destroy with a confirmation; a configuration the plugin refuses shows its reason in the dialog;
+// forget of an attached SR (made through XenAPI) with one confirmation.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expect, test } from "./fixtures.ts";
+import { z } from "zod";
+import { toolstackPort } from "../playwright.config.ts";
+import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
 const unique = () => `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
 
@@ -127,4 +131,35 @@ test("at 360 px the SRs are cards with the same facts and actions", async ({ pag
   await expect(card.getByRole("button", { name: "Actions for Local storage" })).toBeVisible();
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   expect(overflow).toBeLessThanOrEqual(0);
+});
+
+test("forget an attached SR: one confirmation detaches and forgets it, its data stays", async ({ page }) => {
+  const dir = mkdtempSync(join(tmpdir(), "hangar-e2e-storage-"));
+  const name = `Forgotten SR ${unique()}`;
+  const xapi = await XenApiClient.login(`http://127.0.0.1:${toolstackPort}`, "root", E2E_PASSWORD, "hangar-e2e");
+  const host = (await xapi.call(z.array(z.string()), "host.get_all"))[0]!;
+  const sr = await xapi.call(z.string(), "SR.create", host, { path: join(dir, "sr") }, 0, name, "", "file", "user", false, {});
+  try {
+    await page.goto("/storage");
+    const row = page.getByRole("row", { name: new RegExp(name) });
+    await row.getByRole("button", { name: `Actions for ${name}` }).click();
+    await page.getByRole("menuitem", { name: `Forget ${name}` }).click();
+    const forget = page.getByRole("dialog", { name: `Forget ${name}?` });
+    await expect(forget).toContainText("It is attached: it will be detached first.");
+    await expect(forget).toContainText("The data stays on the storage");
+    await forget.getByRole("button", { name: "Detach and forget" }).click();
+    await expect(forget).toBeHidden({ timeout: 30_000 });
+    await expect(row).toHaveCount(0);
+    // The SR's metadata is still there: probing the directory finds it.
+    await page.getByRole("button", { name: "Create SR" }).click();
+    const dialog = page.getByRole("dialog", { name: "Create an SR" });
+    await dialog.getByLabel("path", { exact: true }).fill(join(dir, "sr"));
+    await dialog.getByRole("button", { name: "Probe" }).click();
+    await expect(dialog.getByRole("region", { name: "Probe results" })).toContainText(`Found the SR "${name}"`);
+    await expect(dialog.getByRole("region", { name: "Probe results" })).toContainText("Not known to the toolstack.");
+  } finally {
+    await xapi.call(z.unknown(), "SR.forget", sr).catch(() => undefined);
+    await xapi.logout();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -2,7 +2,7 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
-import { useId, useState, type FormEvent } from "react";
+import { useEffect, useId, useRef, useState, type FormEvent } from "react";
 import { formatBytes } from "@/components/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
@@ -228,8 +228,14 @@ function ConfigurationFields({ type, config, disabled, onChange }: { type: TSrTy
 
 function ProbeResults({ results, keys, onUse }: { results: TProbeResult[]; keys: string[]; onUse: (configuration: Record<string, string>) => void }) {
   const headingId = useId();
+  const ref = useRef<HTMLElement>(null);
+  // The results appear below the form, perhaps below the dialog's fold: bring them to the user.
+  // (A block body: Chromium's scrollIntoView may return a promise, which React would take for a cleanup.)
+  useEffect(() => {
+    ref.current?.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  }, [results]);
   return (
-    <section aria-labelledby={headingId} className="flex flex-col gap-2">
+    <section ref={ref} aria-labelledby={headingId} className="flex flex-col gap-2">
       <h3 id={headingId} className="text-sm font-medium text-zinc-800 dark:text-zinc-200">
         Probe results
       </h3>
