@@ -163,3 +163,22 @@ test("forget an attached SR: one confirmation detaches and forgets it, its data 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("the actions menu works from the keyboard", async ({ page }) => {
+  await page.goto("/storage");
+  const button = page.getByRole("row", { name: /Local storage/ }).getByRole("button", { name: "Actions for Local storage" });
+  await button.focus();
+  await page.keyboard.press("Enter");
+  const menu = page.getByRole("menu", { name: "Actions for Local storage" });
+  await expect(button).toHaveAttribute("aria-expanded", "true");
+  const items = menu.getByRole("menuitem");
+  await expect(items.first()).toBeFocused();
+  await page.keyboard.press("ArrowDown");
+  await expect(items.nth(1)).toBeFocused();
+  await page.keyboard.press("End");
+  await expect(items.last()).toBeFocused();
+  await page.keyboard.press("Escape");
+  await expect(menu).toBeHidden();
+  await expect(button).toBeFocused();
+  await expect(button).toHaveAttribute("aria-expanded", "false");
+});

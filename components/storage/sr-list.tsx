@@ -30,10 +30,7 @@ export function SrList() {
   const list = useQuery(trpc.srs.list.queryOptions(undefined, { refetchInterval: SR_LIST_REFETCH_MS }));
   const actions = useSrActions();
 
-  if (list.data === undefined) {
-    return list.isError ? <QueryError error={list.error} what="the SRs" onRetry={() => void list.refetch()} /> : <SrListSkeleton />;
-  }
-  const { srs } = list.data;
+  const srs = list.data?.srs;
   return (
     <section aria-labelledby="sr-list-heading" className="flex flex-col gap-4">
       <div className="flex flex-wrap items-center justify-between gap-3">
@@ -41,14 +38,22 @@ export function SrList() {
           <h2 id="sr-list-heading" className="text-lg font-semibold tracking-tight text-zinc-950 dark:text-white">
             Storage repositories
           </h2>
-          <p className="text-sm text-zinc-600 dark:text-zinc-400">{srs.length === 0 ? "None yet." : `${plural(srs.length, "SR")} known to the toolstack.`}</p>
+          {srs === undefined ? (
+            <Skeleton className="my-0.5 h-4 w-44" />
+          ) : (
+            <p className="text-sm text-zinc-600 dark:text-zinc-400">{srs.length === 0 ? "None yet." : `${plural(srs.length, "SR")} known to the toolstack.`}</p>
+          )}
         </div>
         <CreateSrButton />
       </div>
-      {/* Shown while the last data stays on screen: the list keeps working with a stale answer. */}
-      {list.isError ? <QueryError error={list.error} what="the latest state of the SRs" onRetry={() => void list.refetch()} /> : null}
+      {/* With data on screen the error says its state may be stale: the list keeps working with the last answer. */}
+      {list.isError ? (
+        <QueryError error={list.error} what={srs === undefined ? "the SRs" : "the latest state of the SRs"} onRetry={() => void list.refetch()} />
+      ) : null}
       {actions.element}
-      {srs.length === 0 ? (
+      {srs === undefined ? (
+        list.isError ? null : <SrListSkeleton />
+      ) : srs.length === 0 ? (
         <Panel title="No SRs" description="The toolstack knows no storage repository. Create one to store volumes." />
       ) : (
         <>
@@ -87,14 +92,7 @@ function SrTable({ srs, actionsFor }: { srs: TSrSummary[]; actionsFor: (sr: TSrS
     <div className="hidden rounded-xl border border-zinc-200 bg-white shadow-xs lg:block dark:border-zinc-800 dark:bg-zinc-900/60">
       <table className="w-full table-fixed text-sm">
         <caption className="sr-only">Storage repositories</caption>
-        <colgroup>
-          <col />
-          <col className="w-20" />
-          <col className="w-[22%]" />
-          <col className="w-[20%]" />
-          <col className="w-20" />
-          <col className="w-28" />
-        </colgroup>
+        <SrColumns />
         <thead className="border-b border-zinc-200 dark:border-zinc-800">
           <tr>
             <th scope="col" className={head}>Name</th>
@@ -159,21 +157,72 @@ function SrCard({ sr, actions }: { sr: TSrSummary; actions: ReactNode }) {
   );
 }
 
-export function SrListSkeleton() {
+/** The table's column widths, shared with its skeleton so nothing moves when the data arrives. */
+function SrColumns() {
   return (
-    <div className="flex flex-col gap-4">
+    <colgroup>
+      <col />
+      <col className="w-20" />
+      <col className="w-[22%]" />
+      <col className="w-[20%]" />
+      <col className="w-20" />
+      <col className="w-28" />
+    </colgroup>
+  );
+}
+
+/** The list's frame with two placeholder SRs, at the sizes of real rows and cards. */
+function SrListSkeleton() {
+  const head = "px-4 py-2.5 text-left text-xs font-medium tracking-wide text-zinc-500 uppercase dark:text-zinc-400";
+  return (
+    <>
       <p role="status" className="sr-only">
         Loading the SRs…
       </p>
-      <div className="flex items-center justify-between gap-3">
-        <div className="flex flex-col gap-1.5">
-          <Skeleton className="h-6 w-56" />
-          <Skeleton className="h-4 w-44" />
-        </div>
-        <Skeleton className="h-9 w-28" />
+      <div aria-hidden="true" className="hidden rounded-xl border border-zinc-200 bg-white shadow-xs lg:block dark:border-zinc-800 dark:bg-zinc-900/60">
+        <table className="w-full table-fixed text-sm">
+          <SrColumns />
+          <thead className="border-b border-zinc-200 dark:border-zinc-800">
+            <tr>
+              {["Name", "Type", "Health", "Space", "Volumes", ""].map((label, index) => (
+                <th key={index} className={head}>
+                  {label}
+                </th>
+              ))}
+            </tr>
+          </thead>
+          <tbody className="divide-y divide-zinc-200 dark:divide-zinc-800">
+            {[0, 1].map((row) => (
+              <tr key={row}>
+                <td className="px-4 py-3">
+                  <Skeleton className="h-5 w-40" />
+                  <Skeleton className="mt-1.5 h-4 w-28" />
+                </td>
+                <td className="px-4 py-3">
+                  <Skeleton className="h-5 w-10" />
+                </td>
+                <td className="px-4 py-3">
+                  <Skeleton className="h-5 w-20" />
+                </td>
+                <td className="px-4 py-3">
+                  <Skeleton className="h-2" />
+                  <Skeleton className="mt-1.5 h-4 w-32" />
+                </td>
+                <td className="px-4 py-3">
+                  <Skeleton className="ml-auto h-5 w-8" />
+                </td>
+                <td className="px-4 py-2.5">
+                  <Skeleton className="ml-auto h-8 w-20" />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
       </div>
-      <Skeleton className="hidden h-[7.5rem] rounded-xl lg:block" />
-      <Skeleton className="h-48 rounded-xl lg:hidden" />
-    </div>
+      <div aria-hidden="true" className="flex flex-col gap-3 lg:hidden">
+        <Skeleton className="h-56 rounded-xl" />
+        <Skeleton className="h-56 rounded-xl" />
+      </div>
+    </>
   );
 }
