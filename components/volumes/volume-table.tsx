@@ -299,7 +299,7 @@ export function VolumeTable({ srRef }: { srRef: string }) {
                               aria-label={`Sort by ${label.toLowerCase()}`}
                               onClick={header.column.getToggleSortingHandler()}
                               className={cn(
-                                "inline-flex items-center gap-1 rounded px-1 py-0.5 hover:text-zinc-900 focus-visible:outline-2 focus-visible:outline-sky-600 dark:hover:text-white",
+                                "inline-flex items-center gap-1 rounded px-1 py-0.5 align-middle hover:text-zinc-900 focus-visible:outline-2 focus-visible:outline-sky-600 dark:hover:text-white",
                                 // Numbers are right-aligned: the arrow goes left so the label lines up with them.
                                 numeric && "-mr-1 flex-row-reverse",
                               )}
