@@ -359,11 +359,14 @@ export function VolumeTable({ srRef }: { srRef: string }) {
                           {volume.isSnapshot ? <Badge tone="info">Snapshot</Badge> : null}
                           {volume.volumeType === "CBT_Metadata" ? <Badge tone="warning">CBT metadata only</Badge> : null}
                         </div>
-                        {volume.description ? (
-                          <div className="truncate text-xs text-zinc-500 dark:text-zinc-400" title={volume.description}>
-                            {volume.description}
-                          </div>
-                        ) : null}
+                        <div className="truncate text-xs text-zinc-500 dark:text-zinc-400" title={volume.description || undefined}>
+                          {/* On a narrow screen the size columns are off to the side: the size comes along here. */}
+                          <span className="sm:hidden">
+                            {formatBytes(volume.virtualSize)}
+                            {volume.description ? " · " : ""}
+                          </span>
+                          {volume.description}
+                        </div>
                       </Cell>
                       <Cell className="text-right tabular-nums">{formatBytes(volume.virtualSize)}</Cell>
                       <Cell className="text-right tabular-nums text-zinc-600 dark:text-zinc-400">{formatBytes(volume.physicalUtilisation)}</Cell>
