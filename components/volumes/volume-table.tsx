@@ -338,7 +338,6 @@ export function VolumeTable({ srRef }: { srRef: string }) {
                     <tr
                       key={volume.uuid}
                       aria-rowindex={item.index + 2}
-                      aria-selected={isSelected}
                       style={{ height: ROW_HEIGHT }}
                       className={cn("group", isSelected ? "bg-sky-50 dark:bg-sky-950" : "hover:bg-zinc-50 dark:hover:bg-zinc-800")}
                     >
