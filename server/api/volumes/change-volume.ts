@@ -59,9 +59,13 @@ export async function cloneVolume(xapi: XenApiClient, input: { uuid: string; nam
 /** The snapshot's original gets the snapshot's contents (VDI.hangar_revert). */
 export async function revertVolume(xapi: XenApiClient, input: { uuid: string }): Promise<Change> {
   const snapshot = await vdiRefOf(xapi, input.uuid);
+  // Said in words here; the toolstack refuses the same (OPERATION_NOT_ALLOWED) should it change meanwhile.
+  const record = await xapi.call(z.looseObject({ is_a_snapshot: z.boolean(), snapshot_of: z.string() }), "VDI.get_record", snapshot);
+  if (!record.is_a_snapshot) refuse("Only a snapshot can be reverted to: this volume is not one.");
+  if (record.snapshot_of === "OpaqueRef:NULL") refuse("The volume this snapshot was taken of no longer exists: there is nothing to revert.");
+  const original = await xapi.call(z.string(), "VDI.get_uuid", record.snapshot_of);
   const { task } = await runTask(xapi, "VDI.hangar_revert", snapshot);
-  const original = await xapi.call(z.string(), "VDI.get_snapshot_of", snapshot).catch(() => null);
-  return { uuid: original === null ? null : await xapi.call(z.string(), "VDI.get_uuid", original).catch(() => null), task };
+  return { uuid: original, task };
 }
 
 /** A copy to another SR moves data: it is started, and followed on the task page. */

@@ -120,7 +120,7 @@ test("volumes router", async (t) => {
     assert.equal(reverted.uuid, disk);
     assert.equal(await readByte(), 7, "the snapshot's contents");
     assert.equal((await row(disk)).key, key, "the volume keeps its identity");
-    await refused(caller.volumes.revert({ srRef, uuid: disk }), "BAD_REQUEST", /not a snapshot/);
+    await refused(caller.volumes.revert({ srRef, uuid: disk }), "BAD_REQUEST", /Only a snapshot can be reverted to/);
   });
 
   let clone = "";
@@ -207,7 +207,7 @@ test("volumes router", async (t) => {
     // Destroyed behind the console's back after the page listed it: the snapshot's original.
     await xapi.call(z.unknown(), "VDI.destroy", await vdiOf(disk));
     await refused(caller.volumes.snapshot({ srRef, uuid: disk }), "NOT_FOUND", gone);
-    await refused(caller.volumes.revert({ srRef, uuid: snapshot }), "BAD_REQUEST", /no longer exists/);
+    await refused(caller.volumes.revert({ srRef, uuid: snapshot }), "BAD_REQUEST", /The volume this snapshot was taken of no longer exists/);
     assert.equal((await row(snapshot)).snapshotOf, null, "a snapshot whose original is gone");
   });
 

@@ -184,9 +184,9 @@ export async function revertToSnapshot(ts: Toolstack, snapshotRef: string): Prom
   const snapshot = await locateVdi(ts, snapshotRef);
   requireFeature(snapshot.sr, "VDI_REVERT");
   const record = await vdiRecord(ts, snapshot);
-  if (record.is_a_snapshot !== true) throw xenErrors.operationNotAllowed(`VDI ${snapshotRef} is not a snapshot`);
+  if (record.is_a_snapshot !== true) throw xenErrors.operationNotAllowed(`VDI ${snapshotRef} is not a snapshot: only a snapshot can be reverted to`);
   const originalRef = String(record.snapshot_of);
-  if (originalRef === NULL_REF) throw xenErrors.operationNotAllowed(`the volume VDI ${snapshotRef} is a snapshot of no longer exists`);
+  if (originalRef === NULL_REF) throw xenErrors.operationNotAllowed(`the volume snapshot ${snapshotRef} was taken of no longer exists`);
   const original = await locateVdi(ts, originalRef);
   requireIdle(ts, snapshot);
   requireIdle(ts, original);
