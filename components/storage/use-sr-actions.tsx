@@ -2,7 +2,7 @@
 
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState, type ReactNode } from "react";
-import { formatBytes, plural } from "@/components/format.ts";
+import { plural } from "@/components/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { ConfirmDialog } from "@/components/ui/confirm-dialog.tsx";
@@ -168,8 +168,7 @@ function confirmBody(kind: Confirmable, sr: TSrSummary): ReactNode {
   }
   return (
     <p>
-      Its plugin deletes the SR and all {volumes} in it
-      {sr.physicalSize > 0 ? ` (${formatBytes(sr.physicalUtilisation)} used)` : ""}. This cannot be undone.
+      Its plugin deletes the SR and all {volumes} in it, with their data. This cannot be undone.
     </p>
   );
 }
