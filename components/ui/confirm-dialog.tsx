@@ -3,7 +3,6 @@
 import type { ReactNode } from "react";
 import { Alert } from "./alert.tsx";
 import { Button } from "./button.tsx";
-import { cn } from "./cn.ts";
 import { Dialog, DialogActions } from "./dialog.tsx";
 
 export interface ConfirmDialogProps {
@@ -32,7 +31,7 @@ export function ConfirmDialog({ open, title, body, confirmLabel, tone = "danger"
           aria-busy={pending}
           disabled={pending}
           onClick={onConfirm}
-          className={cn(tone === "danger" && "bg-red-600 text-white hover:bg-red-500 dark:bg-red-600 dark:text-white dark:hover:bg-red-500")}
+          variant={tone === "danger" ? "danger" : "primary"}
         >
           {pending ? "Working…" : confirmLabel}
         </Button>

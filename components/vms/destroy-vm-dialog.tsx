@@ -89,7 +89,7 @@ function DestroyVmForm({ vm, onClose }: { vm: TGetVmResponse; onClose: () => voi
           aria-busy={destroy.isPending}
           disabled={destroy.isPending}
           onClick={() => destroy.mutate({ ref: vm.ref, keepDisks: !withDisks })}
-          className="bg-red-600! text-white! hover:bg-red-500! dark:bg-red-600! dark:text-white! dark:hover:bg-red-500!"
+          variant="danger"
         >
           {destroy.isPending ? "Destroying…" : withDisks ? "Destroy VM and disks" : "Destroy VM"}
         </Button>

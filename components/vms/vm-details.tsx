@@ -62,7 +62,7 @@ export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmRe
               Edit description
             </Button>
             <Button
-              className="bg-red-600! text-white! hover:bg-red-500! dark:bg-red-600! dark:text-white! dark:hover:bg-red-500!"
+              variant="danger"
               onClick={() => setOpen("destroy")}
               disabled={!canDestroy}
               aria-describedby={canDestroy ? undefined : destroyHintId}
