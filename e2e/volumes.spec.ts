@@ -144,3 +144,38 @@ test("volumes: create, snapshot, resize, clone, revert, compare, CBT, keys, filt
   await expect(volumes.getByText(`Volume “${clone}” destroyed.`)).toBeVisible();
   await expect(volumes.getByText("No volume matches the filter.")).toBeVisible();
 });
+
+test("a volume destroyed in another window: the action is refused in words where it was asked", async ({ page }) => {
+  const sr = await defaultSr();
+  const name = `e2e-gone-${Date.now().toString(36)}`;
+  const xapi = await XenApiClient.login(`http://127.0.0.1:${toolstackPort}`, "root", E2E_PASSWORD, "hangar-e2e");
+  const srRef = await xapi.call(z.string(), "SR.get_by_uuid", sr.uuid);
+  const vdi = await xapi.call(z.string(), "VDI.create", { SR: srRef, virtual_size: 16 * 1024 ** 2, name_label: name, type: "user", sharable: false, read_only: false, other_config: {}, sm_config: {} });
+
+  await page.goto(`/storage/${sr.uuid}`);
+  const volumes = page.getByRole("region", { name: "Volumes" });
+  await volumes.getByRole("searchbox").fill(name);
+  await expect(shown(volumes, 1)).toBeVisible();
+  // The page's next refresh is held back, so it still shows the volume the other window destroys.
+  await page.route("**/api/trpc/*volumes.list*", (route) => route.abort());
+  await xapi.call(z.unknown(), "VDI.destroy", vdi);
+  await xapi.logout();
+
+  await act(page, name, "Rename / description…");
+  const rename = page.getByRole("dialog", { name: `Name and description of “${name}”` });
+  await rename.getByLabel("Name").fill(`${name}-renamed`);
+  await rename.getByRole("button", { name: "Save" }).click();
+  await expect(rename.getByRole("alert")).toHaveText("The volume no longer exists: it may have been destroyed in another window.");
+  await rename.getByRole("button", { name: "Cancel" }).click();
+
+  await act(page, name, "Take a snapshot");
+  await expect(volumes.getByRole("alert").filter({ hasText: "The snapshot failed" })).toContainText(
+    "The snapshot failed: The volume no longer exists: it may have been destroyed in another window.",
+  );
+
+  // Once the list can refresh again, the volume is gone from it.
+  await page.unroute("**/api/trpc/*volumes.list*");
+  await page.reload();
+  await page.getByRole("region", { name: "Volumes" }).getByRole("searchbox").fill(name);
+  await expect(page.getByRole("region", { name: "Volumes" }).getByText("No volume matches the filter.")).toBeVisible();
+});
