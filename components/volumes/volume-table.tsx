@@ -66,6 +66,9 @@ export function VolumeTable({ srRef }: { srRef: string }) {
   const [selected, setSelected] = useState<string[]>([]);
   const [dialog, setDialog] = useState<OpenDialog | null>(null);
   const [menu, setMenu] = useState<{ uuid: string; anchor: HTMLElement } | null>(null);
+  // A click on the open menu's own button first light-dismisses the menu (on pointerdown): that click
+  // must not open it again.
+  const dismissed = useRef<{ uuid: string; at: number } | null>(null);
   const [notice, setNotice] = useState<Notice | null>(null);
   const scrollRef = useRef<HTMLDivElement>(null);
 
@@ -383,7 +386,10 @@ export function VolumeTable({ srRef }: { srRef: string }) {
                           aria-label={actionsLabel(volume)}
                           aria-haspopup="menu"
                           aria-expanded={menu?.uuid === volume.uuid}
-                          onClick={(event) => setMenu(menu?.uuid === volume.uuid ? null : { uuid: volume.uuid, anchor: event.currentTarget })}
+                          onClick={(event) => {
+                            const justClosed = dismissed.current?.uuid === volume.uuid && event.timeStamp - dismissed.current.at < 500;
+                            setMenu(menu?.uuid === volume.uuid || justClosed ? null : { uuid: volume.uuid, anchor: event.currentTarget });
+                          }}
                         >
                           <span aria-hidden="true" className="text-base leading-none">
                             ⋯
@@ -405,7 +411,12 @@ export function VolumeTable({ srRef }: { srRef: string }) {
       </div>
 
       {menu !== null && menuVolume !== undefined ? (
-        <VolumeActionsMenu anchor={menu.anchor} volume={menuVolume} features={features} onAction={(action) => act(action, menuVolume)} onClose={() => setMenu(null)} />
+        <VolumeActionsMenu anchor={menu.anchor} volume={menuVolume} features={features} onAction={(action) => act(action, menuVolume)}
+          onClose={() => {
+            dismissed.current = { uuid: menu.uuid, at: performance.now() };
+            setMenu(null);
+          }}
+        />
       ) : null}
 
       {dialog?.kind === "create" ? <CreateVolumeDialog srRef={srRef} onClose={() => setDialog(null)} onDone={done} /> : null}
