@@ -15,16 +15,46 @@ const PLUGIN_CALL_TIMEOUT_MS = 15_000;
 /** A scan spawns one process per plugin: pages that poll reuse one for this long. */
 const REGISTRY_TTL_MS = 10_000;
 
-const registries = new Map<string, { at: number; registry: Promise<PluginRegistry> }>();
+/**
+ * Values that change rarely but cost a process or a toolstack round trip to read (the plugin registry, an
+ * SR's type): the first caller waits for them; later ones get the last value at once, refreshed in the
+ * background once it is older than `ttlMs`, so pages that poll never pay for the refresh.
+ */
+class StaleWhileRevalidate<T> {
+  readonly #entries = new Map<string, { at: number; value: Promise<T>; refreshing: boolean }>();
+  readonly #ttlMs: number;
 
-/** The plugin root's registry, rescanned at most every REGISTRY_TTL_MS. */
+  constructor(ttlMs: number) {
+    this.#ttlMs = ttlMs;
+  }
+
+  get(key: string, load: () => Promise<T>): Promise<T> {
+    const entry = this.#entries.get(key);
+    if (entry === undefined) return this.#load(key, load);
+    if (Date.now() - entry.at >= this.#ttlMs && !entry.refreshing) {
+      entry.refreshing = true;
+      // The fresh value replaces the old only once it has succeeded; a failed refresh keeps the old one.
+      load().then(
+        (value) => this.#entries.set(key, { at: Date.now(), value: Promise.resolve(value), refreshing: false }),
+        () => (entry.refreshing = false),
+      );
+    }
+    return entry.value;
+  }
+
+  #load(key: string, load: () => Promise<T>): Promise<T> {
+    const value = load();
+    this.#entries.set(key, { at: Date.now(), value, refreshing: false });
+    value.catch(() => this.#entries.delete(key));
+    return value;
+  }
+}
+
+const registries = new StaleWhileRevalidate<PluginRegistry>(REGISTRY_TTL_MS);
+
+/** The plugin root's registry, rescanned in the background at most every REGISTRY_TTL_MS. */
 export function pluginRegistry(root: string): Promise<PluginRegistry> {
-  const cached = registries.get(root);
-  if (cached !== undefined && Date.now() - cached.at < REGISTRY_TTL_MS) return cached.registry;
-  const registry = scanPluginRoot(root);
-  registries.set(root, { at: Date.now(), registry });
-  registry.catch(() => registries.delete(root));
-  return registry;
+  return registries.get(root, () => scanPluginRoot(root));
 }
 
 export async function findPlugin(root: string, name: string, kind: PluginKind): Promise<RegisteredPlugin> {
@@ -57,8 +87,11 @@ export async function callPlugin<M extends MethodName>(plugin: RegisteredPlugin,
   }
 }
 
-const ZSrRecord = z.looseObject({ uuid: z.string(), name_label: z.string(), type: z.string(), PBDs: z.array(z.string()) });
-const ZPbdRecord = z.looseObject({ currently_attached: z.boolean(), other_config: z.record(z.string(), z.string()) });
+const ZSrFacts = z.object({ uuid: z.string(), name_label: z.string(), type: z.string() });
+const ZPbdRecords = z.record(z.string(), z.looseObject({ SR: z.string(), currently_attached: z.boolean(), other_config: z.record(z.string(), z.string()) }));
+
+/** An SR's uuid, name and type: any SR getter makes the toolstack wait for SR.stat, which a listing does not need. */
+const srFacts = new StaleWhileRevalidate<z.infer<typeof ZSrFacts>>(REGISTRY_TTL_MS);
 
 export interface SrAccess {
   ref: string;
@@ -70,11 +103,22 @@ export interface SrAccess {
   plugin: RegisteredPlugin;
 }
 
-/** The volume plugin and SR URI of an attached SR; PRECONDITION_FAILED when the SR is detached. */
+/**
+ * The volume plugin and SR URI of an attached SR; PRECONDITION_FAILED when the SR is detached. Whether it is
+ * attached is asked every time (its PBD, with the user's session); its facts and the registry come from
+ * the caches above, and all three look-ups run at once.
+ */
 export async function accessSr(xapi: XenApiClient, pluginRoot: string, srRef: string): Promise<SrAccess> {
-  const sr = await xapi.call(ZSrRecord, "SR.get_record", srRef);
-  const pbds = await Promise.all(sr.PBDs.map((pbd) => xapi.call(ZPbdRecord, "PBD.get_record", pbd)));
-  const uri = pbds.find((pbd) => pbd.currently_attached && pbd.other_config["hangar-sr-uri"])?.other_config["hangar-sr-uri"];
-  if (uri === undefined) throw new TRPCError({ code: "PRECONDITION_FAILED", message: `The SR "${sr.name_label}" is detached: attach it to see its volumes.` });
+  const [sr, pbds] = await Promise.all([
+    srFacts.get(`${xapi.url} ${srRef}`, async () => ZSrFacts.parse(await xapi.call(z.looseObject({}), "SR.get_record", srRef))),
+    xapi.call(ZPbdRecords, "PBD.get_all_records"),
+    pluginRegistry(pluginRoot).catch(() => undefined),
+  ]);
+  const uri = Object.values(pbds).find((pbd) => pbd.SR === srRef && pbd.currently_attached && pbd.other_config["hangar-sr-uri"])?.other_config["hangar-sr-uri"];
+  if (uri === undefined) {
+    // No attached PBD: an SR removed meanwhile says so (HANDLE_INVALID), not "detached" from the cached facts.
+    await xapi.call(z.looseObject({}), "SR.get_record", srRef);
+    throw new TRPCError({ code: "PRECONDITION_FAILED", message: `The SR "${sr.name_label}" is detached: attach it to see its volumes.` });
+  }
   return { ref: srRef, uuid: sr.uuid, name: sr.name_label, type: sr.type, uri, plugin: await findPlugin(pluginRoot, sr.type, "volume") };
 }

@@ -1,41 +1,20 @@
 // An SR's volumes for the table: one SR.ls through the SR's plugin (never a call per volume), shaped the
 // way the toolstack reads them: snapshots and their originals from the keys it keeps on each volume,
 // clone-on-boot transients hidden, the uuid the toolstack gives a volume without one.
-import { TRPCError } from "@trpc/server";
-import { z } from "zod";
 import type { Volume } from "../../storage/types.ts";
 import { KEYS, OTHER_CONFIG_PREFIX, vdiUuid } from "../../toolstack/vdi-records.ts";
 import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
-import { CONSOLE_DBG, callPlugin, findPlugin, pluginRegistry, type SrAccess } from "../storage-access.ts";
+import { CONSOLE_DBG, accessSr, callPlugin } from "../storage-access.ts";
 import type { TListVolumesResponse, TVolumeRow } from "./schema.ts";
 
 export async function listVolumes(xapi: XenApiClient, pluginRoot: string, srRef: string): Promise<TListVolumesResponse> {
-  const sr = await openSr(xapi, pluginRoot, srRef);
+  const sr = await accessSr(xapi, pluginRoot, srRef);
   const volumes = await callPlugin(sr.plugin, "SR.ls", { dbg: CONSOLE_DBG, sr: sr.uri });
   return {
     sr: { ref: sr.ref, uuid: sr.uuid, name: sr.name, type: sr.type },
     features: sr.plugin.features,
     volumes: volumeRows(sr.uuid, volumes),
   };
-}
-
-const ZSrRecord = z.looseObject({ uuid: z.string(), name_label: z.string(), type: z.string() });
-const ZPbdRecords = z.record(z.string(), z.looseObject({ SR: z.string(), currently_attached: z.boolean(), other_config: z.record(z.string(), z.string()) }));
-
-/**
- * accessSr with its three look-ups at once: the SR record (which waits for the toolstack's SR.stat), the
- * PBDs (stored, quick) and the plugin registry (a process per plugin when its cache is cold). Listing polls,
- * so their sum instead of their maximum would be paid every time.
- */
-async function openSr(xapi: XenApiClient, pluginRoot: string, srRef: string): Promise<SrAccess> {
-  const [sr, pbds] = await Promise.all([
-    xapi.call(ZSrRecord, "SR.get_record", srRef),
-    xapi.call(ZPbdRecords, "PBD.get_all_records"),
-    pluginRegistry(pluginRoot).catch(() => undefined),
-  ]);
-  const uri = Object.values(pbds).find((pbd) => pbd.SR === srRef && pbd.currently_attached && pbd.other_config["hangar-sr-uri"])?.other_config["hangar-sr-uri"];
-  if (uri === undefined) throw new TRPCError({ code: "PRECONDITION_FAILED", message: `The SR "${sr.name_label}" is detached: attach it to see its volumes.` });
-  return { ref: srRef, uuid: sr.uuid, name: sr.name_label, type: sr.type, uri, plugin: await findPlugin(pluginRoot, sr.type, "volume") };
 }
 
 /** The rows of a listing, in SR.ls order. Linear in the number of volumes (two passes, maps by key). */
