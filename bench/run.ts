@@ -4,6 +4,7 @@ import { argv, exit, stderr } from "node:process";
 
 const SUITES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   storage: () => import("./storage.ts"),
+  console: () => import("./console.ts"),
   toolstack: () => import("./toolstack.ts"),
   xva: () => import("./xva.ts"),
 };

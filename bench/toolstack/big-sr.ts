@@ -12,6 +12,11 @@ export interface BigSr {
   path: string;
 }
 
+/** The size of volume `i`: 1 to 1000 MiB, varied, so a sort by size has work to do. */
+export function bigSrVolumeSize(i: number): number {
+  return (1 + ((i * 7919) % 1000)) * 1024 ** 2;
+}
+
 export async function createBigSr(service: BenchService, name: string, volumes: number): Promise<BigSr> {
   const { client } = service;
   const [host] = await client.call(z.array(z.string()), "host.get_all");
@@ -19,8 +24,7 @@ export async function createBigSr(service: BenchService, name: string, volumes: 
   const ref = await client.call(z.string(), "SR.create", host, { path }, "0", name, "", "file", "user", false, {});
   const started = Date.now();
   try {
-    // Sizes vary so a sort by size has work to do.
-    for (let i = 0; i < volumes; i++) await createVolume(path, { name: `volume ${i}`, description: "bench", size: (1 + ((i * 7919) % 1000)) * 1024 ** 2 });
+    for (let i = 0; i < volumes; i++) await createVolume(path, { name: `volume ${i}`, description: "bench", size: bigSrVolumeSize(i) });
   } finally {
     disconnectSr(path);
   }
