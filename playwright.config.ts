@@ -13,13 +13,17 @@ export const fixtureRootPort = 3108;
 export const toolstackPort = 8107;
 /** root's password on the test toolstack. */
 export const E2E_PASSWORD = "hangar-e2e-password";
-const dataDir = mkdtempSync(join(tmpdir(), "hangar-e2e-"));
+// Made once: workers load this file again, and inherit the environment of the run that made it.
+process.env.HANGAR_E2E_DATA_DIR ??= mkdtempSync(join(tmpdir(), "hangar-e2e-"));
+const dataDir = process.env.HANGAR_E2E_DATA_DIR;
 const toolstackUrl = `http://127.0.0.1:${toolstackPort}`;
 // `next` runs on whichever node is first on PATH: make that the pinned Node 24.
 const PATH = `${join(repo, "node_modules/.bin")}:${process.env.PATH ?? ""}`;
 
 export default defineConfig({
   testDir: "./e2e",
+  // Stops what the toolstack's plugins left running (datasource daemons) and removes the data dir.
+  globalTeardown: "./e2e/global-teardown.ts",
   reporter: "list",
   retries: 0,
   workers: 1,
