@@ -1,5 +1,6 @@
 // The SR page's performance charts: the default file SR's datasources, sampled by the console every 5 s,
 // fill the four charts within ~10 s; the range selector switches the window.
+import { join } from "node:path";
 import { z } from "zod";
 import { toolstackPort } from "../playwright.config.ts";
 import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
@@ -31,4 +32,6 @@ test("the default SR's page shows four charts that fill within ~10 s; the range 
   await expect(ranges.getByRole("radio", { name: "Last hour" })).toBeChecked();
   await expect(charts[0]!).toHaveAccessibleDescription(/free of/);
   await page.screenshot({ path: test.info().outputPath("sr-charts.png"), fullPage: true });
+  // The README's picture of an SR's page, refreshed on request only.
+  if (process.env.HANGAR_UPDATE_SCREENSHOTS === "1") await page.screenshot({ path: join(import.meta.dirname, "../docs/screenshot-sr.png"), fullPage: true });
 });
