@@ -8,7 +8,8 @@ test("a wrong password says so; the right one leads back to the page asked for; 
   await page.getByLabel("User name").fill("root");
   await page.getByLabel("Password").fill("not-the-password");
   await page.getByRole("button", { name: "Log in" }).click();
-  await expect(page.getByRole("alert")).toHaveText("Wrong user name or password.");
+  // (Next's route announcer is an alert too: pick ours by its text.)
+  await expect(page.getByRole("alert").filter({ hasText: "Wrong user name or password." })).toBeVisible();
 
   await page.getByLabel("Password").fill(E2E_PASSWORD);
   await page.getByRole("button", { name: "Log in" }).click();
@@ -45,10 +46,12 @@ test("a session the toolstack ended returns to the login page and back", async (
   const cookie = (await page.context().cookies()).find((c) => c.name === "hangar_session")!;
   await page.goto("/tasks");
   await page.getByRole("button", { name: "Log out" }).click();
+  // Only once the logout's answer (which deletes the cookie) is in may the old cookie go back.
+  await expect(page).toHaveURL("/login");
   await page.context().addCookies([{ ...cookie }]);
   await page.goto("/tasks");
   await expect(page).toHaveURL(/\/login\?next=%2Ftasks&reason=expired$/);
-  await expect(page.getByRole("alert")).toHaveText("Your session has ended. Log in again.");
+  await expect(page.getByRole("alert").filter({ hasText: "Your session has ended. Log in again." })).toBeVisible();
   await page.getByLabel("Password").fill(E2E_PASSWORD);
   await page.getByRole("button", { name: "Log in" }).click();
   await expect(page).toHaveURL("/tasks");

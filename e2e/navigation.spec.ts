@@ -1,4 +1,8 @@
+import { fixtureRootPort } from "../playwright.config.ts";
 import { expect, test } from "./fixtures.ts";
+
+// The console on the fixture plugin root (server/storage/fixtures/python-root): the plugin counts below are its.
+test.use({ baseURL: `http://127.0.0.1:${fixtureRootPort}` });
 
 const pages = [
   { link: "Dashboard", path: "/", heading: "Dashboard" },
