@@ -11,7 +11,8 @@ import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
 const MiB = 1024 * 1024;
 const run = `${Date.now().toString(36)}`;
-const scratch = mkdtempSync(join(tmpdir(), "hangar-e2e-tasks-"));
+// Made when the tests run, not when the file is loaded (Playwright loads every spec to list them).
+let scratch: string;
 const nbdkits: ChildProcess[] = [];
 let session: string | undefined;
 
@@ -52,6 +53,7 @@ let otherSr: string | undefined;
 let otherSrName: string;
 
 test.beforeAll(async () => {
+  scratch = mkdtempSync(join(tmpdir(), "hangar-e2e-tasks-"));
   const [pool] = await xapi<string[]>("pool.get_all");
   defaultSr = await xapi<string>("pool.get_default_SR", pool);
   defaultSrOption = `${await xapi<string>("SR.get_name_label", defaultSr)} (file)`;
