@@ -187,7 +187,8 @@ export function TaskPage({ initialFilter = "all" }: { initialFilter?: HistoryFil
     <div className="flex flex-col gap-8">
       <div className="flex flex-wrap items-center justify-between gap-3">
         <p className="text-sm text-zinc-600 dark:text-zinc-400" aria-live="polite">
-          {query.data === undefined ? "\u00a0" : running.length === 0 ? "Nothing is running." : `${plural(running.length, "task")} running.`}
+          {/* The Running panel below says when nothing runs; this line announces changes in the count. */}
+          {query.data === undefined || running.length === 0 ? "\u00a0" : `${plural(running.length, "task")} running.`}
         </p>
         <Button onClick={() => setDialog(({ key }) => ({ open: true, key: key + 1 }))}>Copy or mirror a volume</Button>
       </div>

@@ -14,8 +14,15 @@ interface CountEntry {
 
 const counts = new Map<string, CountEntry>();
 
+const countKey = (pluginRoot: string, type: string, uri: string) => `${pluginRoot}\n${type}\n${uri}`;
+
+/** A count just seen by a listing of the SR (SR.ls's length): the SR's header agrees with its table at once. */
+export function rememberVolumeCount(pluginRoot: string, type: string, uri: string, count: number): void {
+  counts.set(countKey(pluginRoot, type, uri), { at: Date.now(), count: Promise.resolve(count) });
+}
+
 function countOf(pluginRoot: string, type: string, uri: string): Promise<number> {
-  const key = `${pluginRoot}\n${type}\n${uri}`;
+  const key = countKey(pluginRoot, type, uri);
   const cached = counts.get(key);
   if (cached !== undefined && Date.now() - cached.at < COUNT_TTL_MS) return cached.count;
   const count = (async () => {

@@ -4,12 +4,14 @@
 import type { Volume } from "../../storage/types.ts";
 import { KEYS, OTHER_CONFIG_PREFIX, vdiUuid } from "../../toolstack/vdi-records.ts";
 import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import { rememberVolumeCount } from "../srs/volume-counts.ts";
 import { CONSOLE_DBG, accessSr, callPlugin } from "../storage-access.ts";
 import type { TListVolumesResponse, TVolumeRow } from "./schema.ts";
 
 export async function listVolumes(xapi: XenApiClient, pluginRoot: string, srRef: string): Promise<TListVolumesResponse> {
   const sr = await accessSr(xapi, pluginRoot, srRef);
   const volumes = await callPlugin(sr.plugin, "SR.ls", { dbg: CONSOLE_DBG, sr: sr.uri });
+  rememberVolumeCount(pluginRoot, sr.type, sr.uri, volumes.length);
   return {
     sr: { ref: sr.ref, uuid: sr.uuid, name: sr.name, type: sr.type },
     features: sr.plugin.features,
