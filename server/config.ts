@@ -24,24 +24,31 @@ export function metricsDir(): string {
 /** This host's installation uuid: HANGAR_HOST_UUID, else generated once and kept in the data dir (`dir`). */
 export function hostUuid(dir: string = dataDir()): string {
   if (process.env.HANGAR_HOST_UUID) return process.env.HANGAR_HOST_UUID;
-  const file = join(dir, "host-uuid");
+  // node:crypto loaded here only: every plugin call imports this module, and only the very first needs it.
+  return readOrCreateFile(join(dir, "host-uuid"), () => `${process.getBuiltinModule("node:crypto").randomUUID()}\n`).trim();
+}
+
+/**
+ * A file's text; a file that does not exist yet is first made with `content()` (and `mode`). When two first
+ * callers race, both end up reading the one that won: link() never replaces.
+ */
+export function readOrCreateFile(file: string, content: () => string, mode = 0o644): string {
   try {
-    return readFileSync(file, "utf8").trim();
-  } catch {
-    mkdirSync(dirname(file), { recursive: true });
-    const tmp = `${file}.${process.pid}.tmp`;
-    // node:crypto loaded here only: every plugin call imports this module, and only the very first needs it.
-    writeFileSync(tmp, `${process.getBuiltinModule("node:crypto").randomUUID()}\n`);
-    // link() never replaces: when two first calls race, both end up reading the one that won.
-    try {
-      linkSync(tmp, file);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-    } finally {
-      rmSync(tmp, { force: true });
-    }
-    return readFileSync(file, "utf8").trim();
+    return readFileSync(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
   }
+  mkdirSync(dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, content(), { mode });
+  try {
+    linkSync(tmp, file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+  return readFileSync(file, "utf8");
 }
 
 /** The Node 24 binary running us, for daemons that plugins start. */

@@ -1,9 +1,8 @@
 // Sealing for the console's session cookie: AES-256-GCM with a key only the console holds, so the browser
 // carries an opaque, tamper-evident token and the console needs no session table (a restart logs nobody out).
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
-import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { dataDir } from "../config.ts";
+import { join } from "node:path";
+import { dataDir, readOrCreateFile } from "../config.ts";
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -20,28 +19,9 @@ export function sealingKey(): Buffer {
   return key;
 }
 
+/** The key in `file`, made (32 random bytes, base64, mode 0600) if there is none yet. */
 function readOrCreateSecret(file: string): Buffer {
-  try {
-    return readKey(file);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-  }
-  mkdirSync(dirname(file), { recursive: true });
-  const tmp = `${file}.${process.pid}.tmp`;
-  writeFileSync(tmp, randomBytes(32).toString("base64") + "\n", { mode: 0o600 });
-  // link() never replaces: two first starts racing both end up with the one that won.
-  try {
-    linkSync(tmp, file);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-  } finally {
-    rmSync(tmp, { force: true });
-  }
-  return readKey(file);
-}
-
-function readKey(file: string): Buffer {
-  const key = Buffer.from(readFileSync(file, "utf8").trim(), "base64");
+  const key = Buffer.from(readOrCreateFile(file, () => `${randomBytes(32).toString("base64")}\n`, 0o600).trim(), "base64");
   if (key.length !== 32) throw new Error(`${file} does not hold a 32-byte base64 key: remove it to have a new one made`);
   return key;
 }
