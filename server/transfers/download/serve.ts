@@ -1,0 +1,211 @@
+// GET /api/download/vm/<vm uuid>.xva?compression=none|gzip|zstd[&task=<ref>]: a VM export, downloaded through
+// the console. A plain GET starts the export (in the Export dialog's task when `task` is given) and streams it
+// as it is produced, through its spool; `Range: bytes=N-` (with `If-Range` when the client has it, as
+// browsers do) is served from the spool of that export — the one the ETag names, else the one the URL's task
+// made, else the latest of that VM and compression — once its length is known, so the 206 carries a real
+// Content-Range. A spool that is not complete (its producer broke, or the console restarted) is continued
+// from the toolstack with `offset` + `etag`; a VM changed since gets the whole new export (200).
+import { open } from "node:fs/promises";
+import { z } from "zod";
+import { sessionFromHeaders } from "../../auth/session.ts";
+import { addReader, continueExport, DownloadError, type ExportJob, runningJob, startExport } from "./producer.ts";
+import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
+
+const CHUNK = 1024 * 1024;
+const ZUuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
+const ZQuery = z.object({
+  compression: ZCompression.default("none"),
+  task: z.string().regex(/^OpaqueRef:[\w-]+$/, "not a task reference").optional(),
+});
+
+function textResponse(status: number, message: string, headers: Record<string, string> = {}): Response {
+  return new Response(`${message}\n`, { status, headers: { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store", ...headers } });
+}
+
+/** `bytes=N-` or `bytes=N-M` (one range); undefined for none, null for a form this route does not serve. */
+export function parseRange(header: string | null): { start: number; end: number | undefined } | undefined | null {
+  if (header === null) return undefined;
+  const match = /^bytes=(\d+)-(\d*)$/.exec(header.trim());
+  if (match === null) return null;
+  const start = Number(match[1]);
+  const end = match[2] === "" ? undefined : Number(match[2]);
+  if (!Number.isSafeInteger(start) || (end !== undefined && (!Number.isSafeInteger(end) || end < start))) return null;
+  return { start, end };
+}
+
+/** The export date an ETag of the toolstack names (`"hx1-<ms>-…"`), for Last-Modified. */
+function etagDate(etag: string): Date | undefined {
+  const match = /^"hx1-(\d+)-/.exec(etag);
+  return match === null ? undefined : new Date(Number(match[1]));
+}
+
+function representationHeaders(meta: SpoolMeta, task: string | undefined): Record<string, string> {
+  const date = etagDate(meta.etag);
+  return {
+    "content-type": "application/octet-stream",
+    "content-disposition": meta.disposition,
+    "accept-ranges": "bytes",
+    etag: meta.etag,
+    ...(date === undefined ? {} : { "last-modified": date.toUTCString() }),
+    // Private to the user; and no proxy may compress or otherwise change the bytes (ranges count them).
+    "cache-control": "private, no-transform",
+    ...(task === undefined ? {} : { "x-hangar-task": task }),
+  };
+}
+
+/**
+ * The spool's bytes from `start` (to `end` inclusive, or its end), following the export while `job` still
+ * writes it. Pull-based: the next read happens when the browser has taken the last one.
+ */
+function spoolBody(meta: SpoolMeta, job: ExportJob | undefined, start: number, end: number | undefined, signal: AbortSignal): ReadableStream<Uint8Array> {
+  let position = start;
+  const release = addReader(meta.id);
+  const handle = open(archivePath(meta.id), "r");
+  const close = async () => {
+    release();
+    await (await handle.catch(() => undefined))?.close().catch(() => undefined);
+  };
+  signal.addEventListener("abort", () => void close(), { once: true });
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        try {
+          const file = await handle;
+          for (;;) {
+            const want = end === undefined ? CHUNK : Math.min(CHUNK, end + 1 - position);
+            if (want <= 0) {
+              controller.close();
+              await close();
+              return;
+            }
+            const buffer = Buffer.allocUnsafeSlow(want);
+            const { bytesRead } = await file.read(buffer, 0, want, position);
+            if (bytesRead > 0) {
+              position += bytesRead;
+              controller.enqueue(new Uint8Array(buffer.buffer, 0, bytesRead));
+              return;
+            }
+            if (job === undefined || (job.status === "complete" && position >= job.written)) {
+              controller.close();
+              await close();
+              return;
+            }
+            if (job.status === "failed") throw job.error ?? new Error("the export failed");
+            await job.waitBeyond(position);
+          }
+        } catch (error) {
+          // An error mid-body cuts the connection: the browser sees an interrupted download it can resume.
+          controller.error(error);
+          await close();
+        }
+      },
+      async cancel() {
+        await close();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+/** The spool a Range request continues: the one its If-Range names, else its task's, else the latest of the VM. */
+async function findSpool(vmUuid: string, compression: Compression, ifRange: string | null, task: string | undefined): Promise<SpoolEntry | undefined> {
+  const spools = (await listSpools()).filter((entry) => entry.meta.vmUuid.toLowerCase() === vmUuid.toLowerCase());
+  if (ifRange !== null) {
+    const validator = ifRange.trim();
+    return spools.find((entry) => entry.meta.etag === validator || etagDate(entry.meta.etag)?.toUTCString() === validator);
+  }
+  if (task !== undefined) {
+    const mine = spools.find((entry) => entry.meta.task === task);
+    if (mine !== undefined) return mine;
+  }
+  return spools.filter((entry) => entry.meta.compression === compression).sort((a, b) => b.meta.created - a.meta.created)[0];
+}
+
+/** The whole export as it is produced (200, no length yet: chunked). */
+function streaming(job: ExportJob, signal: AbortSignal): Response {
+  return new Response(spoolBody(job.meta, job, 0, undefined, signal), { status: 200, headers: representationHeaders(job.meta, job.task) });
+}
+
+/** A complete spool: the whole (200) or a range (206), with lengths. */
+function fromCompleteSpool(meta: SpoolMeta, size: number, range: { start: number; end: number | undefined } | undefined, signal: AbortSignal): Response {
+  const headers = representationHeaders(meta, meta.task);
+  if (range === undefined) return new Response(spoolBody(meta, undefined, 0, size - 1, signal), { status: 200, headers: { ...headers, "content-length": String(size) } });
+  if (range.start >= size) return textResponse(416, `The export has ${size} bytes: there is nothing from byte ${range.start}.`, { "content-range": `bytes */${size}`, "accept-ranges": "bytes", etag: meta.etag });
+  const end = Math.min(range.end ?? size - 1, size - 1);
+  return new Response(spoolBody(meta, undefined, range.start, end, signal), {
+    status: 206,
+    headers: { ...headers, "content-range": `bytes ${range.start}-${end}/${size}`, "content-length": String(end - range.start + 1) },
+  });
+}
+
+/** The spool made complete: waits for its producer, or continues it from the toolstack; undefined when the VM changed (412). */
+async function completed(session: string, entry: SpoolEntry): Promise<{ meta: SpoolMeta; size: number } | undefined> {
+  if (entry.meta.size !== null) return { meta: entry.meta, size: entry.meta.size };
+  let job = runningJob(entry.meta.id);
+  if (job === undefined) {
+    try {
+      job = await continueExport(session, entry.meta, entry.bytes);
+    } catch (error) {
+      if (error instanceof DownloadError && error.status === 412) return undefined;
+      throw error;
+    }
+  }
+  await job.done;
+  if (job.status === "failed") throw job.error ?? new DownloadError(502, "The export failed.");
+  return { meta: job.meta, size: job.written };
+}
+
+/** The route: see the comment at the top. `file` is the last path segment (`<vm uuid>.xva`). */
+export async function serveExportDownload(request: Request, file: string): Promise<Response> {
+  const session = sessionFromHeaders(request.headers);
+  if (session === undefined) return textResponse(401, "Log in to the console to download an export.");
+  const uuid = ZUuid.safeParse(decodeURIComponent(file).replace(/\.xva$/i, ""));
+  if (!uuid.success || !/\.xva$/i.test(file)) return textResponse(404, `There is no export at ${file}: the address is /api/download/vm/<VM UUID>.xva.`);
+  const url = new URL(request.url);
+  const query = ZQuery.safeParse(Object.fromEntries(url.searchParams));
+  if (!query.success) {
+    const issue = query.error.issues[0]!;
+    return textResponse(400, `Bad ${issue.path.join(".")}: ${issue.path[0] === "compression" ? "use none, gzip or zstd" : issue.message}.`);
+  }
+  const { compression, task } = query.data;
+  const vmUuid = uuid.data.toLowerCase();
+  if (request.method === "HEAD") return new Response(null, { status: 200, headers: { "content-type": "application/octet-stream", "accept-ranges": "bytes", "cache-control": "no-store" } });
+  const range = parseRange(request.headers.get("range"));
+  const ifRange = request.headers.get("if-range");
+  try {
+    if (range !== undefined && range !== null) {
+      const entry = await findSpool(vmUuid, compression, ifRange, task);
+      if (entry !== undefined) {
+        const done = await completed(session.session, entry);
+        if (done !== undefined) {
+          await touchSpool(done.meta.id);
+          return fromCompleteSpool(done.meta, done.size, range, request.signal);
+        }
+      }
+      // No spool of that export (or the VM changed since it): the whole current export, as for a plain GET.
+    } else if (task !== undefined) {
+      // The Export dialog's URL asked again (the browser retrying, a second click): the same export.
+      const mine = (await listSpools()).find((entry) => entry.meta.task === task && entry.meta.vmUuid === vmUuid);
+      if (mine !== undefined) {
+        const job = runningJob(mine.meta.id);
+        if (job !== undefined) return streaming(job, request.signal);
+        if (mine.meta.size !== null) {
+          await touchSpool(mine.meta.id);
+          return fromCompleteSpool(mine.meta, mine.meta.size, undefined, request.signal);
+        }
+      }
+    }
+    let job: ExportJob;
+    try {
+      job = await startExport({ session: session.session, vmUuid, compression, task });
+    } catch (error) {
+      // The dialog's task already used (a retry after the spool went): run in a task of the toolstack's own.
+      if (!(error instanceof DownloadError && task !== undefined && (error.code === "OPERATION_NOT_ALLOWED" || (error.code === "HANDLE_INVALID" && !error.message.includes("VM"))))) throw error;
+      job = await startExport({ session: session.session, vmUuid, compression });
+    }
+    return streaming(job, request.signal);
+  } catch (error) {
+    if (error instanceof DownloadError) return textResponse(error.status, error.message);
+    return textResponse(500, `The download failed: ${(error as Error).message}`);
+  }
+}

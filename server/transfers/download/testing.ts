@@ -1,0 +1,54 @@
+// Test helpers for export downloads: the route served over real HTTP (as Next serves it: a Request in, the
+// Response's body streamed out), and a VM with data to export, imported through the toolstack's /import.
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { ReadableStream as NodeWebReadableStream } from "node:stream/web";
+import { z } from "zod";
+import type { TestToolstack } from "../../toolstack/storage-testing.ts";
+import { collect, http, MiB, patternBlock, type TestDisk, testXva } from "../../toolstack/vm-transfer/testing.ts";
+import { parseXmlRpcValue } from "../../toolstack/xenapi/xml-rpc.ts";
+import { serveExportDownload } from "./serve.ts";
+
+/** serveExportDownload on a port of 127.0.0.1 at /api/download/vm/<file>; closed with `close()`. */
+export async function serveDownloads(): Promise<{ url: string; close: () => Promise<void> }> {
+  const server: Server = createServer((req, res) => {
+    const abort = new AbortController();
+    res.once("close", () => abort.abort());
+    const file = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname.split("/").pop() ?? "");
+    const headers = new Headers();
+    for (const [key, value] of Object.entries(req.headers)) if (typeof value === "string") headers.set(key, value);
+    void (async () => {
+      const response = await serveExportDownload(new Request(`http://127.0.0.1${req.url}`, { method: req.method, headers, signal: abort.signal }), file);
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      if (response.body === null) return res.end();
+      await pipeline(Readable.fromWeb(response.body as NodeWebReadableStream<Uint8Array>), res).catch(() => res.destroy());
+    })();
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/download/vm`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** A disk of `mib` MiB with recognisable data in some blocks (the rest holes). */
+export function dataDisk(mib: number): TestDisk {
+  const blocks = new Map<number, Buffer>();
+  for (let index = 0; index < mib; index += 3) blocks.set(index, patternBlock(index + 7));
+  return { size: mib * MiB, blocks };
+}
+
+/** Imports a test XVA through the toolstack's /import; answers the new VM's ref and uuid. */
+export async function importTestVm(toolstack: TestToolstack, name: string, disk: TestDisk): Promise<{ ref: string; uuid: string }> {
+  const archive = await collect(testXva({ name, disks: [disk] }));
+  const answer = await http(`${toolstack.client.url}/import?session_id=${toolstack.client.session}`, { method: "PUT", body: archive, headers: { "content-length": String(archive.length) } });
+  const taskRef = answer.headers["task-id"];
+  if (answer.status !== 200 || typeof taskRef !== "string") throw new Error(`import answered ${answer.status}: ${answer.body.toString()}`);
+  const task = await toolstack.client.waitTask(taskRef);
+  if (task.status !== "success") throw new Error(`import failed: ${JSON.stringify(task.error_info)}`);
+  const [ref] = z.array(z.string()).parse(parseXmlRpcValue(String(task.result)));
+  const uuid = z.string().parse(await toolstack.client.call("VM.get_uuid", ref));
+  return { ref: ref!, uuid };
+}
