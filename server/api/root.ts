@@ -1,6 +1,7 @@
 // The console's API: one small router per feature, combined here.
 import { conformanceRouter } from "./conformance/router.ts";
 import { datasourcesRouter } from "./datasources/router.ts";
+import { downloadsRouter } from "./downloads/router.ts";
 import { pluginsRouter } from "./plugins/router.ts";
 import { srsRouter } from "./srs/router.ts";
 import { tasksRouter } from "./tasks/router.ts";
@@ -16,6 +17,7 @@ export const appRouter = createTRPCRouter({
   datasources: datasourcesRouter,
   vms: vmsRouter,
   tasks: tasksRouter,
+  downloads: downloadsRouter,
 });
 
 export type AppRouter = typeof appRouter;
