@@ -10,12 +10,13 @@ import { Button, buttonClasses } from "@/components/ui/button.tsx";
 import { Panel } from "@/components/ui/panel.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { ExportDialog } from "@/components/transfers/export-dialog.tsx";
 import type { TGetVmResponse } from "@/server/api/vms/schema.ts";
 import { DestroyVmDialog } from "./destroy-vm-dialog.tsx";
 import { EditVmDialog } from "./edit-vm-dialog.tsx";
 import { DiskLine, PowerBadge } from "./vm-bits.tsx";
 
-type Open = "rename" | "description" | "destroy" | null;
+type Open = "rename" | "description" | "export" | "destroy" | null;
 
 /** One VM's page: overview, drives (with links to their SRs), interfaces; rename, describe, destroy. */
 export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmResponse | null }) {
@@ -60,6 +61,9 @@ export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmRe
             </Button>
             <Button variant="secondary" onClick={() => setOpen("description")}>
               Edit description
+            </Button>
+            <Button variant="secondary" onClick={() => setOpen("export")}>
+              Export
             </Button>
             <Button
               variant="danger"
@@ -129,6 +133,7 @@ export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmRe
 
       <EditVmDialog vm={data} field={open === "rename" ? "name" : open === "description" ? "description" : null} onClose={close} />
       <DestroyVmDialog vm={data} open={open === "destroy"} onClose={close} />
+      <ExportDialog vm={data} open={open === "export"} onClose={close} />
     </>
   );
 }
