@@ -5,9 +5,10 @@
 // Jobs are kept on globalThis: Next may load this module more than once (route bundles, hot reload).
 import { EventEmitter } from "node:events";
 import { type FileHandle, open, truncate } from "node:fs/promises";
-import { Readable, Writable } from "node:stream";
+import { type IncomingMessage, get as httpGet } from "node:http";
+import { get as httpsGet } from "node:https";
+import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { ReadableStream as NodeWebReadableStream } from "node:stream/web";
 import { toolstackUrl } from "../../config.ts";
 import { describeXenApiError } from "../../api/xenapi-error.ts";
 import { archivePath, type Compression, freeBytes, minFreeBytes, readMeta, removeSpool, type SpoolMeta, spoolId, sweepSpools, writeMeta } from "./spool.ts";
@@ -113,7 +114,7 @@ export async function sweepNow(): Promise<void> {
 }
 
 /** The toolstack's refusal body ("CODE param …") in words. */
-async function refusal(response: Response): Promise<DownloadError> {
+async function refusal(response: ToolstackAnswer): Promise<DownloadError> {
   const text = (await response.text().catch(() => "")).trim();
   const [code = "", ...params] = text.split(/\s+/);
   const known = /^[A-Z][A-Z0-9_]+$/.test(code);
@@ -145,12 +146,41 @@ function exportUrl(request: ExportRequest, extra: Record<string, string>): URL {
   return url;
 }
 
-async function askToolstack(url: URL): Promise<Response> {
-  try {
-    return await fetch(url, { redirect: "follow" });
-  } catch (error) {
-    throw new DownloadError(502, `The toolstack at ${toolstackUrl()} cannot be reached (${(error as Error).message}). Is it running?`);
+/** The toolstack's answer to GET /export: its status and headers, the body as a Node stream (no web-stream hop). */
+interface ToolstackAnswer {
+  status: number;
+  ok: boolean;
+  header(name: string): string | null;
+  body: IncomingMessage;
+  text(): Promise<string>;
+  cancel(): void;
+}
+
+const REDIRECTS = 3;
+
+/** GET `url` (a pool member's 302 followed, as the export contract asks). */
+async function askToolstack(url: URL, redirects = REDIRECTS): Promise<ToolstackAnswer> {
+  const response = await new Promise<IncomingMessage>((resolve, reject) => {
+    const get = url.protocol === "https:" ? httpsGet : httpGet;
+    get(url, resolve).on("error", (error) => reject(new DownloadError(502, `The toolstack at ${toolstackUrl()} cannot be reached (${error.message}). Is it running?`)));
+  });
+  const status = response.statusCode ?? 0;
+  const location = response.headers.location;
+  if (status >= 300 && status < 400 && location !== undefined && redirects > 0) {
+    response.resume();
+    return askToolstack(new URL(location, url), redirects - 1);
   }
+  return {
+    status,
+    ok: status >= 200 && status < 300,
+    header: (name) => {
+      const value = response.headers[name.toLowerCase()];
+      return value === undefined ? null : String(value);
+    },
+    body: response,
+    text: async () => Buffer.concat(await response.toArray()).toString("utf8"),
+    cancel: () => response.destroy(),
+  };
 }
 
 async function checkSpace(): Promise<void> {
@@ -163,10 +193,10 @@ async function checkSpace(): Promise<void> {
 export async function startExport(request: ExportRequest): Promise<ExportJob> {
   await checkSpace();
   const response = await askToolstack(exportUrl(request, request.task === undefined ? {} : { task_id: request.task }));
-  if (!response.ok || response.body === null) throw await refusal(response);
-  const etag = response.headers.get("etag");
+  if (!response.ok) throw await refusal(response);
+  const etag = response.header("etag");
   if (etag === null) {
-    await response.body.cancel();
+    response.cancel();
     throw new DownloadError(502, "The toolstack's export has no ETag: it cannot be resumed or spooled.");
   }
   const meta: SpoolMeta = {
@@ -174,13 +204,13 @@ export async function startExport(request: ExportRequest): Promise<ExportJob> {
     etag,
     vmUuid: request.vmUuid,
     compression: request.compression,
-    disposition: response.headers.get("content-disposition") ?? `attachment; filename="${request.vmUuid}.xva"`,
+    disposition: response.header("content-disposition") ?? `attachment; filename="${request.vmUuid}.xva"`,
     task: request.task,
     created: Date.now(),
     size: null,
   };
   await writeMeta(meta);
-  return run(meta, response, 0, response.headers.get("task-id") ?? undefined);
+  return run(meta, response, 0, response.header("task-id") ?? undefined);
 }
 
 /**
@@ -192,7 +222,7 @@ export async function continueExport(session: string, meta: SpoolMeta, from: num
   if (running !== undefined) return running;
   await checkSpace();
   const response = await askToolstack(exportUrl({ session, vmUuid: meta.vmUuid, compression: meta.compression }, { offset: String(from), etag: meta.etag }));
-  if (!response.ok || response.body === null) {
+  if (!response.ok) {
     const error = await refusal(response);
     if (error.status === 412) await removeSpool(meta.id);
     throw error;
@@ -200,16 +230,16 @@ export async function continueExport(session: string, meta: SpoolMeta, from: num
   // Another request may have continued it meanwhile.
   const raced = runningJob(meta.id);
   if (raced !== undefined) {
-    await response.body.cancel();
+    response.cancel();
     return raced;
   }
   await truncate(archivePath(meta.id), from).catch(async () => {
     if (from > 0) throw new DownloadError(500, "The export's spool is gone.");
   });
-  return run(meta, response, from, response.headers.get("task-id") ?? undefined);
+  return run(meta, response, from, response.header("task-id") ?? undefined);
 }
 
-function run(meta: SpoolMeta, response: Response, from: number, task: string | undefined): ExportJob {
+function run(meta: SpoolMeta, response: ToolstackAnswer, from: number, task: string | undefined): ExportJob {
   const job = new ExportJob(meta, from, task);
   registry.jobs.set(meta.id, job);
   void (async () => {
@@ -219,24 +249,29 @@ function run(meta: SpoolMeta, response: Response, from: number, task: string | u
       const file = handle;
       let position = from;
       let nextCheck = from + SPACE_CHECK_BYTES;
+      const write = async (chunk: Buffer) => {
+        await file.write(chunk, 0, chunk.length, position);
+        position += chunk.length;
+        job.advance(position);
+        if (position >= nextCheck) {
+          nextCheck = position + SPACE_CHECK_BYTES;
+          if ((await freeBytes()) < HARD_FLOOR_BYTES) {
+            await sweepSpools(busySpools());
+            if ((await freeBytes()) < HARD_FLOOR_BYTES) throw new DownloadError(507, "The console's disk is full: the export was stopped.");
+          }
+        }
+      };
+      // Chunks that arrive while a write is in flight are written together (writev): fewer, larger writes.
       const sink = new Writable({
         highWaterMark: 4 * 1024 * 1024,
         write(chunk: Buffer, _encoding, callback) {
-          void (async () => {
-            await file.write(chunk, 0, chunk.length, position);
-            position += chunk.length;
-            job.advance(position);
-            if (position >= nextCheck) {
-              nextCheck = position + SPACE_CHECK_BYTES;
-              if ((await freeBytes()) < HARD_FLOOR_BYTES) {
-                await sweepSpools(busySpools());
-                if ((await freeBytes()) < HARD_FLOOR_BYTES) throw new DownloadError(507, "The console's disk is full: the export was stopped.");
-              }
-            }
-          })().then(() => callback(), callback);
+          write(chunk).then(() => callback(), callback);
+        },
+        writev(chunks, callback) {
+          write(Buffer.concat(chunks.map((entry) => entry.chunk as Buffer))).then(() => callback(), callback);
         },
       });
-      await pipeline(Readable.fromWeb(response.body as NodeWebReadableStream<Uint8Array>), sink);
+      await pipeline(response.body, sink);
       await writeMeta({ ...((await readMeta(meta.id)) ?? meta), size: position });
       job.finish();
     } catch (error) {

@@ -103,7 +103,8 @@ function spoolBody(meta: SpoolMeta, job: ExportJob | undefined, start: number, e
         await close();
       },
     },
-    { highWaterMark: 0 },
+    // A few chunks read ahead: the disk read overlaps the send, memory stays a few MiB per download.
+    { highWaterMark: 4 },
   );
 }
 
