@@ -5,6 +5,7 @@ import { downloadsRouter } from "./downloads/router.ts";
 import { pluginsRouter } from "./plugins/router.ts";
 import { srsRouter } from "./srs/router.ts";
 import { tasksRouter } from "./tasks/router.ts";
+import { transfersRouter } from "./transfers/router.ts";
 import { createCallerFactory, createTRPCRouter } from "./trpc.ts";
 import { vmsRouter } from "./vms/router.ts";
 import { volumesRouter } from "./volumes/router.ts";
@@ -18,6 +19,7 @@ export const appRouter = createTRPCRouter({
   vms: vmsRouter,
   tasks: tasksRouter,
   downloads: downloadsRouter,
+  transfers: transfersRouter,
 });
 
 export type AppRouter = typeof appRouter;

@@ -1,0 +1,25 @@
+import { z } from "zod";
+
+export const ZListUploadsSchema = z.object({ ids: z.array(z.string().regex(/^[A-Za-z0-9_-]+$/).max(100)).max(100).optional() }).optional();
+
+export const ZUploadSummary = z.object({
+  id: z.string(),
+  fileName: z.string(),
+  sr: z.string(),
+  srName: z.string(),
+  length: z.number(),
+  /** Bytes the console holds in its spool. */
+  received: z.number(),
+  status: z.enum(["uploading", "importing", "done", "failed", "cancelled"]),
+  error: z.string().nullable(),
+  attempts: z.number(),
+  vms: z.array(z.string()),
+  task: z
+    .object({ ref: z.string(), status: z.string(), progress: z.number(), error: z.string().nullable() })
+    .nullable(),
+  created: z.number(),
+  updated: z.number(),
+});
+export type UploadSummary = z.infer<typeof ZUploadSummary>;
+
+export const ZListUploadsResponse = z.object({ uploads: z.array(ZUploadSummary) });

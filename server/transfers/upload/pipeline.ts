@@ -1,0 +1,290 @@
+// The import that runs while a VM archive is being uploaded: the spool file is followed as tus appends to it
+// and streamed into the toolstack's `PUT /import` with backpressure, under a toolstack task made first, so the
+// upload and the import are one transfer on the task page. A stream that breaks (toolstack restart, network)
+// starts a fresh import from byte 0 of the spool; an archive the toolstack refuses ends the upload with its
+// reason, and the spool is removed (the toolstack removes what the failed import made).
+import { open, rm } from "node:fs/promises";
+import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { Readable } from "node:stream";
+import { z } from "zod";
+import { describeTaskError } from "../../api/xenapi-error.ts";
+import { toolstackUrl } from "../../config.ts";
+import { taskResult, XenApiClient, zTaskRecord, type TaskRecord } from "../../toolstack/xenapi/client.ts";
+import { readState, spoolFile, type UploadState, writeState } from "./state.ts";
+
+const READ_CHUNK = 1024 * 1024;
+/** How often the follower looks at the spool's size when no PATCH has told it (a fallback; PATCHes notify). */
+const FOLLOW_POLL_MS = 250;
+const TASK_POLL_MS = 500;
+/** Waits between fresh imports after a broken stream; the last repeats until MAX_BROKEN_MS has passed. */
+const RETRY_DELAYS_MS = [500, 1000, 2000, 5000, 10_000];
+const MAX_BROKEN_MS = 10 * 60_000;
+
+class Cancelled extends Error {}
+
+/** Process-wide, and kept across hot reloads in development (one pipeline per upload, whatever reloads). */
+const registry = ((globalThis as { __hangarUploadPipelines?: Map<string, ImportPipeline> }).__hangarUploadPipelines ??= new Map());
+
+export function runningPipeline(id: string): ImportPipeline | undefined {
+  return registry.get(id);
+}
+
+/** Starts the import of an upload unless it already runs (or has ended): one import per upload, whatever asks. */
+export function ensurePipeline(state: UploadState, hooks: PipelineHooks): ImportPipeline | undefined {
+  const running = registry.get(state.id);
+  if (running !== undefined) return running;
+  if (state.status === "done" || state.status === "failed" || state.status === "cancelled") return undefined;
+  const pipeline = new ImportPipeline(state, hooks);
+  registry.set(state.id, pipeline);
+  void pipeline.run().finally(() => {
+    if (registry.get(state.id) === pipeline) registry.delete(state.id);
+  });
+  return pipeline;
+}
+
+/** Wakes the follower of an upload (bytes arrived). */
+export function notifyUpload(id: string): void {
+  registry.get(id)?.notify();
+}
+
+export async function cancelPipeline(id: string): Promise<void> {
+  const pipeline = registry.get(id);
+  if (pipeline !== undefined) await pipeline.cancel();
+  else {
+    const state = await readState(id);
+    if (state !== undefined && state.status !== "done" && state.status !== "failed") await writeState({ ...state, status: "cancelled", error: null });
+  }
+}
+
+export interface PipelineHooks {
+  /** Removes the upload's spool (and tus's record of it): an archive refused, or an import done. */
+  removeSpool(id: string): Promise<void>;
+}
+
+type Outcome = { kind: "done"; vms: string[] } | { kind: "refused"; error: string } | { kind: "broken"; reason: string };
+
+export class ImportPipeline {
+  state: UploadState;
+  private readonly hooks: PipelineHooks;
+  private readonly abort = new AbortController();
+  private wake: (() => void) | undefined;
+  private request: ClientRequest | undefined;
+
+  constructor(state: UploadState, hooks: PipelineHooks) {
+    this.state = state;
+    this.hooks = hooks;
+  }
+
+  notify(): void {
+    this.wake?.();
+  }
+
+  private async save(change: Partial<UploadState>): Promise<void> {
+    this.state = { ...this.state, ...change, updated: Date.now() };
+    await writeState(this.state);
+  }
+
+  private xapi(): XenApiClient {
+    return new XenApiClient(toolstackUrl(), this.state.session);
+  }
+
+  async cancel(): Promise<void> {
+    this.abort.abort(new Cancelled("cancelled"));
+    this.request?.destroy(new Cancelled("cancelled"));
+    const task = this.state.task;
+    if (task !== null) await this.xapi().call(z.unknown(), "task.cancel", task).catch(() => undefined);
+    await this.save({ status: "cancelled", error: null });
+  }
+
+  async run(): Promise<void> {
+    let brokenSince: number | undefined;
+    let retry = 0;
+    while (!this.abort.signal.aborted) {
+      let outcome: Outcome;
+      try {
+        outcome = await this.attempt();
+      } catch (error) {
+        if (this.abort.signal.aborted) return;
+        outcome = { kind: "broken", reason: (error as Error).message };
+      }
+      if (this.abort.signal.aborted) return;
+      if (outcome.kind === "done") {
+        await this.save({ status: "done", error: null, vms: outcome.vms });
+        // The last PATCH may still be answering: remove the spool a little later.
+        setTimeout(() => void this.hooks.removeSpool(this.state.id).catch(() => undefined), 30_000).unref();
+        return;
+      }
+      if (outcome.kind === "refused") {
+        await this.save({ status: "failed", error: outcome.error });
+        await this.hooks.removeSpool(this.state.id).catch(() => rm(spoolFile(this.state.id), { force: true }));
+        return;
+      }
+      brokenSince ??= Date.now();
+      if (Date.now() - brokenSince > MAX_BROKEN_MS) {
+        await this.save({ status: "failed", error: `The import stream to the toolstack kept breaking (${outcome.reason}); upload the file again.` });
+        await this.hooks.removeSpool(this.state.id).catch(() => undefined);
+        return;
+      }
+      console.warn(`upload ${this.state.id}: the import stream broke (${outcome.reason}); importing again from the spool`);
+      await delay(RETRY_DELAYS_MS[Math.min(retry++, RETRY_DELAYS_MS.length - 1)]!, this.abort.signal).catch(() => undefined);
+    }
+  }
+
+  /** One import: a fresh task, the spool streamed from byte 0 as it grows, and how it ended. */
+  private async attempt(): Promise<Outcome> {
+    const xapi = this.xapi();
+    const task = await xapi.call(z.string(), "task.create", `VM import: ${this.state.fileName}`, `Uploaded in the console and imported into ${this.state.srName} as it arrives${this.state.attempts > 0 ? ` (import restarted from the console's copy, attempt ${this.state.attempts + 1})` : ""}`);
+    await this.save({ task, attempts: this.state.attempts + 1, status: "importing", error: null });
+    const url = new URL("import", toolstackUrl().endsWith("/") ? toolstackUrl() : `${toolstackUrl()}/`);
+    url.searchParams.set("session_id", this.state.session);
+    url.searchParams.set("sr_id", this.state.sr);
+    url.searchParams.set("task_id", task);
+    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+    const attemptAbort = new AbortController();
+    const onCancel = () => attemptAbort.abort(this.abort.signal.reason);
+    this.abort.signal.addEventListener("abort", onCancel, { once: true });
+    try {
+      const outcome = await new Promise<Outcome>((resolve) => {
+        let settled = false;
+        let broken: string | undefined;
+        const settle = (o: Outcome) => {
+          if (settled) return;
+          settled = true;
+          resolve(o);
+        };
+        const body = Readable.from(this.follow(attemptAbort.signal));
+        const request = send(url, { method: "PUT", headers: { "content-type": "application/octet-stream", "content-length": String(this.state.length) } });
+        this.request = request;
+        request.on("error", (error) => {
+          broken = error.message;
+          settle({ kind: "broken", reason: error.message });
+        });
+        body.on("error", (error) => {
+          if (error instanceof Cancelled || attemptAbort.signal.aborted) request.destroy(error);
+          else {
+            broken = error.message;
+            request.destroy(error);
+          }
+        });
+        request.on("response", (response: IncomingMessage) => {
+          const chunks: Buffer[] = [];
+          response.on("data", (chunk: Buffer) => chunks.push(chunk));
+          response.on("error", (error) => {
+            broken = error.message;
+            settle({ kind: "broken", reason: error.message });
+          });
+          response.on("end", () => {
+            if ((response.statusCode ?? 0) >= 300) {
+              const text = Buffer.concat(chunks).toString("utf8").trim();
+              // 5xx or an unreachable host is the toolstack's trouble, not the archive's: import again.
+              if ((response.statusCode ?? 0) >= 500) settle({ kind: "broken", reason: `HTTP ${response.statusCode}: ${text}` });
+              else settle({ kind: "refused", error: text === "" ? `The toolstack refused the import (HTTP ${response.statusCode}).` : text });
+              return;
+            }
+            // The body ended: the task holds the outcome.
+            void this.finalTask(xapi, task).then((record) => settle(this.outcomeOf(record, broken)), (error: Error) => settle({ kind: "broken", reason: error.message }));
+          });
+        });
+        body.pipe(request);
+        // The task may fail while the upload still sends (the toolstack would drain the rest for a while first).
+        void this.watchTask(xapi, task, attemptAbort.signal).then((record) => {
+          if (record === undefined || settled) return;
+          // A failure seen just before the stream's own error is the stream's: give it a moment to show.
+          setTimeout(() => {
+            settle(this.outcomeOf(record, broken));
+            if (!request.destroyed) request.destroy();
+          }, record.status === "success" ? 0 : 300);
+        });
+      });
+      if (outcome.kind !== "done" && !attemptAbort.signal.aborted) {
+        // A task still pending (stream broke before the toolstack noticed) is cancelled; the toolstack undoes it.
+        await xapi.call(z.unknown(), "task.cancel", task).catch(() => undefined);
+      }
+      return outcome;
+    } finally {
+      attemptAbort.abort(new Cancelled("attempt over"));
+      this.abort.signal.removeEventListener("abort", onCancel);
+      this.request = undefined;
+    }
+  }
+
+  private outcomeOf(record: TaskRecord, broken: string | undefined): Outcome {
+    if (record.status === "success") {
+      const result = taskResult(record);
+      const vms = Array.isArray(result) ? result.map(String) : typeof result === "string" ? [result] : [];
+      return { kind: "done", vms };
+    }
+    if (broken !== undefined) return { kind: "broken", reason: broken };
+    if (record.status === "cancelled") return { kind: "refused", error: "The import was cancelled." };
+    return { kind: "refused", error: describeTaskError(record.error_info) || "The toolstack could not import the file." };
+  }
+
+  private async finalTask(xapi: XenApiClient, task: string): Promise<TaskRecord> {
+    for (let i = 0; ; i++) {
+      const record = await xapi.call(zTaskRecord, "task.get_record", task);
+      if (record.status !== "pending" && record.status !== "cancelling") return record;
+      if (i > 120) throw new Error("the import's task did not finish after its stream ended");
+      await delay(TASK_POLL_MS);
+    }
+  }
+
+  /** The task's record once it has finished; undefined when this attempt ends first. Errors (a toolstack away) are waited out. */
+  private async watchTask(xapi: XenApiClient, task: string, signal: AbortSignal): Promise<TaskRecord | undefined> {
+    while (!signal.aborted) {
+      await delay(TASK_POLL_MS, signal).catch(() => undefined);
+      if (signal.aborted) return undefined;
+      const record = await xapi.call(zTaskRecord, "task.get_record", task).catch(() => undefined);
+      if (record !== undefined && record.status !== "pending" && record.status !== "cancelling") return record;
+    }
+    return undefined;
+  }
+
+  /** The spool's bytes from 0 to the upload's length, waiting for each PATCH to append more. */
+  private async *follow(signal: AbortSignal): AsyncGenerator<Buffer> {
+    const file = spoolFile(this.state.id);
+    let handle: Awaited<ReturnType<typeof open>> | undefined;
+    let position = 0;
+    try {
+      while (position < this.state.length) {
+        signal.throwIfAborted();
+        if (handle === undefined) {
+          handle = await open(file, "r").catch((error: NodeJS.ErrnoException) => {
+            if (error.code === "ENOENT") return undefined;
+            throw error;
+          });
+        }
+        const size = handle === undefined ? 0 : (await handle.stat()).size;
+        if (handle !== undefined && size > position) {
+          const buffer = Buffer.allocUnsafe(Math.min(READ_CHUNK, size - position, this.state.length - position));
+          const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
+          position += bytesRead;
+          yield buffer.subarray(0, bytesRead);
+          continue;
+        }
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(done, FOLLOW_POLL_MS);
+          function done() {
+            clearTimeout(timer);
+            signal.removeEventListener("abort", done);
+            resolve();
+          }
+          this.wake = done;
+          signal.addEventListener("abort", done, { once: true });
+        });
+      }
+    } finally {
+      await handle?.close();
+    }
+  }
+}
+
+function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(signal.reason as Error);
+    }, { once: true });
+  });
+}

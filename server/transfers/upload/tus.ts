@@ -1,0 +1,132 @@
+// The console's tus endpoint (`/api/upload`): resumable uploads of VM archives into a spool under the data
+// dir, each one imported while it arrives (pipeline.ts). Every request needs the console session; an upload is
+// checked (file name, SR, free space) before its first byte and belongs to the user who started it.
+import { stat } from "node:fs/promises";
+import { FileStore } from "@tus/file-store";
+import { EVENTS, Server, type Upload } from "@tus/server";
+import { sessionFromHeaders, clientFor, type ConsoleSession } from "../../auth/session.ts";
+import { cancelPipeline, ensurePipeline, notifyUpload, runningPipeline } from "./pipeline.ts";
+import { allStates, readState, removeState, retentionMs, spoolFile, uploadSpoolDir, type UploadState, writeState } from "./state.ts";
+import { checkUpload, UploadRefusal } from "./validate.ts";
+
+export const UPLOAD_PATH = "/api/upload";
+const SWEEP_MS = 10 * 60_000;
+
+interface Tus {
+  server: Server;
+  store: FileStore;
+}
+
+const holder = globalThis as { __hangarTus?: Tus; __hangarTusSweep?: NodeJS.Timeout };
+
+function refusal(status: number, message: string) {
+  return { status_code: status, body: `${message}\n` };
+}
+
+function sessionOf(req: Request): ConsoleSession {
+  const session = sessionFromHeaders(req.headers);
+  if (session === undefined) throw refusal(401, "Log in to the console to upload VMs.");
+  return session;
+}
+
+async function removeSpool(store: FileStore, id: string): Promise<void> {
+  await store.remove(id).catch(async () => {
+    const { rm } = await import("node:fs/promises");
+    await rm(spoolFile(id), { force: true });
+    await rm(`${spoolFile(id)}.json`, { force: true });
+  });
+}
+
+/** The upload's pipeline, started (again) if it is not running: after a console restart, the browser's resume does it. */
+async function resume(store: FileStore, state: UploadState, session: ConsoleSession): Promise<void> {
+  if (runningPipeline(state.id) !== undefined || state.status === "done" || state.status === "failed" || state.status === "cancelled") return;
+  // The browser's session is the live one: an older one may have ended meanwhile.
+  const fresh = { ...state, session: session.session };
+  await writeState(fresh);
+  ensurePipeline(fresh, { removeSpool: (id) => removeSpool(store, id) });
+}
+
+function create(): Tus {
+  const store = new FileStore({ directory: uploadSpoolDir(), expirationPeriodInMilliseconds: retentionMs() });
+  const server = new Server({
+    path: UPLOAD_PATH,
+    datastore: store,
+    relativeLocation: true,
+    postReceiveInterval: 200,
+    async onIncomingRequest(req, id) {
+      const session = sessionOf(req);
+      if (req.method === "POST" || req.method === "OPTIONS") return;
+      const state = await readState(id);
+      if (state === undefined) return;
+      if (state.user !== session.user) throw refusal(403, "This upload belongs to another user.");
+      if (state.status === "failed" && req.method !== "DELETE") throw refusal(422, state.error ?? "The import failed.");
+      if (state.status === "cancelled" && req.method !== "DELETE") throw refusal(410, "This upload was cancelled.");
+      if (req.method === "PATCH" || req.method === "HEAD") await resume(store, state, session);
+    },
+    async onUploadCreate(req, upload: Upload) {
+      const session = sessionOf(req);
+      const metadata = upload.metadata ?? {};
+      const fileName = metadata.filename ?? metadata.name ?? undefined;
+      try {
+        const target = await checkUpload(clientFor(session), { fileName: fileName ?? undefined, sr: metadata.sr ?? undefined, size: upload.size });
+        const fingerprint = `${upload.size}:${metadata.lastModified ?? ""}`;
+        // One import per file: the same file still uploading elsewhere (another tab's own upload) is refused.
+        const twin = (await allStates()).find((s) => s.user === session.user && s.fileName === fileName && s.fingerprint === fingerprint && s.sr === target.ref && (s.status === "uploading" || s.status === "importing") && runningPipeline(s.id) !== undefined);
+        if (twin !== undefined) throw new UploadRefusal(409, `${fileName} is already being uploaded to ${target.name} (in another tab or window): resume it there, or cancel that upload first.`);
+        const now = Date.now();
+        await writeState({ id: upload.id, fileName: fileName!, fingerprint, sr: target.ref, srName: target.name, length: upload.size!, user: session.user, session: session.session, task: null, attempts: 0, status: "uploading", error: null, vms: [], created: now, updated: now });
+        return { metadata: { ...metadata, sr: target.ref } };
+      } catch (error) {
+        if (error instanceof UploadRefusal) throw refusal(error.status, error.message);
+        throw refusal(502, `The toolstack could not check the upload: ${(error as Error).message}`);
+      }
+    },
+    onResponseError(_req, error) {
+      if ("status_code" in error) return undefined;
+      return { status_code: 500, body: `The upload failed in the console: ${error.message}\n` };
+    },
+  });
+  server.on(EVENTS.POST_CREATE, (_req, upload) => {
+    void readState(upload.id).then((state) => {
+      if (state !== undefined) ensurePipeline(state, { removeSpool: (id) => removeSpool(store, id) });
+    });
+  });
+  server.on(EVENTS.POST_RECEIVE, (_req, upload) => notifyUpload(upload.id));
+  server.on(EVENTS.POST_FINISH, (_req, _res, upload) => notifyUpload(upload.id));
+  server.on(EVENTS.POST_TERMINATE, (_req, _res, id) => void cancelPipeline(id));
+  return { server, store };
+}
+
+export function tus(): Tus {
+  holder.__hangarTus ??= create();
+  if (holder.__hangarTusSweep === undefined) {
+    holder.__hangarTusSweep = setInterval(() => void sweepUploads().catch(() => undefined), SWEEP_MS);
+    holder.__hangarTusSweep.unref();
+  }
+  return holder.__hangarTus;
+}
+
+/** The route handler: tus's web handler, bound (it uses `this`). */
+export function handleUpload(req: Request): Promise<Response> {
+  return tus().server.handleWeb(req);
+}
+
+/** Removes ended uploads (and their spools) older than the retention, and uploads left unfinished that long. */
+export async function sweepUploads(now = Date.now()): Promise<number> {
+  const { store } = tus();
+  let removed = 0;
+  for (const state of await allStates()) {
+    if (runningPipeline(state.id) !== undefined) {
+      // An upload the browser abandoned: its import waits for bytes that will not come.
+      const touched = await stat(spoolFile(state.id)).then((s) => s.mtimeMs, () => state.updated);
+      if (now - touched > retentionMs()) await cancelPipeline(state.id);
+      continue;
+    }
+    if (now - state.updated < retentionMs()) continue;
+    await removeSpool(store, state.id);
+    await removeState(state.id);
+    removed++;
+  }
+  await store.deleteExpired().catch(() => 0);
+  return removed;
+}

@@ -1,0 +1,223 @@
+// The upload pipeline against a real toolstack: tus requests as the route handler receives them, the import
+// running while the bytes arrive, a broken import stream restarted from the spool, and the refusals.
+import assert from "node:assert/strict";
+import { mkdtempSync, existsSync, rmSync } from "node:fs";
+import { connect, createServer, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test, type TestContext } from "node:test";
+import { z } from "zod";
+
+const dataDir = mkdtempSync(join(tmpdir(), "hangar-upload-test-"));
+process.env.HANGAR_DATA_DIR = dataDir;
+process.on("exit", () => rmSync(dataDir, { recursive: true, force: true }));
+
+const { startConsoleUnderTest } = await import("../../api/testing.ts");
+const { collect, MiB, patternBlock, readVdi, testXva } = await import("../../toolstack/vm-transfer/testing.ts");
+const { handleUpload } = await import("./tus.ts");
+const { readState, spoolFile } = await import("./state.ts");
+const { cancelPipeline } = await import("./pipeline.ts");
+// The spool stays in this test's dir (each test toolstack points HANGAR_DATA_DIR at its own, removed after it).
+(await import("./state.ts")).uploadSpoolDir();
+type ConsoleUnderTest = Awaited<ReturnType<typeof startConsoleUnderTest>>;
+
+const BASE = "http://console.test/api/upload";
+
+function tusRequest(method: string, url: string, headers: Headers | undefined, extra: Record<string, string> = {}, body?: Buffer): Promise<Response> {
+  const h = new Headers(headers);
+  h.set("tus-resumable", "1.0.0");
+  for (const [k, v] of Object.entries(extra)) h.set(k, v);
+  return handleUpload(new Request(url, { method, headers: h, body: body === undefined ? undefined : new Uint8Array(body) }));
+}
+
+async function debugState() {
+  const { allStates } = await import("./state.ts");
+  return (await allStates()).map((s) => ({ ...s, session: undefined }));
+}
+
+const b64 = (s: string) => Buffer.from(s).toString("base64");
+
+async function defaultSr(cu: ConsoleUnderTest): Promise<string> {
+  const [pool] = await cu.xapi.call(z.array(z.string()), "pool.get_all");
+  return cu.xapi.call(z.string(), "pool.get_default_SR", pool);
+}
+
+async function createUpload(cu: ConsoleUnderTest, name: string, length: number, headers: Headers | undefined = cu.headers): Promise<Response> {
+  const sr = await defaultSr(cu);
+  return tusRequest("POST", BASE, headers, { "upload-length": String(length), "upload-metadata": `filename ${b64(name)},sr ${b64(sr)},lastModified ${b64(String(Date.now()))}` });
+}
+
+const started: string[] = [];
+/** Pipelines still running when a test ends are cancelled (their toolstack is about to stop). */
+test.afterEach(async () => {
+  for (const id of started.splice(0)) await cancelPipeline(id);
+});
+
+function uploadId(response: Response): string {
+  const location = response.headers.get("location");
+  assert.ok(location, `no Location (HTTP ${response.status})`);
+  const id = location.split("/").pop()!;
+  started.push(id);
+  return id;
+}
+
+async function patch(cu: ConsoleUnderTest, id: string, offset: number, bytes: Buffer): Promise<Response> {
+  const response = await tusRequest("PATCH", `${BASE}/${id}`, cu.headers, { "upload-offset": String(offset), "content-type": "application/offset+octet-stream" }, bytes);
+  return response;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(await debugState())}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function disksOf(cu: ConsoleUnderTest, vm: string): Promise<string[]> {
+  const vbds = await cu.xapi.call(z.array(z.string()), "VM.get_VBDs", vm);
+  const disks: string[] = [];
+  for (const vbd of vbds) if ((await cu.xapi.call(z.string(), "VBD.get_type", vbd)) === "Disk") disks.push(await cu.xapi.call(z.string(), "VBD.get_VDI", vbd));
+  return disks;
+}
+
+async function vmNamed(cu: ConsoleUnderTest, name: string): Promise<string[]> {
+  return cu.xapi.call(z.array(z.string()), "VM.get_by_name_label", name);
+}
+
+function testDisk() {
+  const blocks = new Map<number, Buffer>();
+  for (const i of [0, 3, 7, 12, 15]) blocks.set(i, patternBlock(i + 100));
+  return { size: 16 * MiB, blocks };
+}
+
+/** A TCP relay between the console and the toolstack whose connections a test can cut (a network fault). */
+async function relay(t: TestContext, target: number): Promise<{ url: string; cut(): void }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(target, "127.0.0.1");
+    sockets.add(client).add(upstream);
+    client.pipe(upstream).pipe(client);
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on("error", close).on("close", close);
+    upstream.on("error", close).on("close", close);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const port = (server.address() as { port: number }).port;
+  return { url: `http://127.0.0.1:${port}`, cut: () => { for (const s of sockets) s.destroy(); } };
+}
+
+test("an upload in several PATCHes is imported while it arrives, with the same disk bytes", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const disk = testDisk();
+  const xva = await collect(testXva({ name: "uploaded while importing", disks: [disk] }));
+  const created = await createUpload(cu, "web.xva", xva.length);
+  assert.equal(created.status, 201, await created.clone().text());
+  const id = uploadId(created);
+  const cut = Math.floor(xva.length / 4);
+  let offset = 0;
+  for (let part = 0; part < 4; part++) {
+    const end = part === 3 ? xva.length : offset + cut;
+    if (part === 3) {
+      // Before the last byte: the import task exists and runs, fed from the spool.
+      const state = await until("the import task", async () => ((await readState(id))?.task ? await readState(id) : undefined));
+      const status = await cu.xapi.call(z.string(), "task.get_status", state.task);
+      assert.equal(status, "pending");
+    }
+    const answer = await patch(cu, id, offset, xva.subarray(offset, end));
+    assert.equal(answer.status, 204, await answer.text());
+    offset = end;
+  }
+  const done = await until("the import to finish", async () => {
+    const s = await readState(id);
+    return s?.status === "done" || s?.status === "failed" ? s : undefined;
+  });
+  assert.equal(done.status, "done", done.error ?? "");
+  assert.equal(done.attempts, 1);
+  const [vm] = done.vms;
+  assert.ok(vm);
+  assert.equal(await cu.xapi.call(z.string(), "VM.get_name_label", vm), "uploaded while importing");
+  const [vdi] = await disksOf(cu, vm);
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+  // The transfers router shows it, as the UI does.
+  const listed = await cu.caller.transfers.uploads({ ids: [id] });
+  assert.equal(listed.uploads[0]?.status, "done");
+  assert.equal(listed.uploads[0]?.task?.status, "success");
+});
+
+test("a broken import stream is restarted from the spool without the browser", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const net = await relay(t, cu.toolstack.service.httpPort);
+  process.env.HANGAR_TOOLSTACK_URL = net.url;
+  const disk = testDisk();
+  const xva = await collect(testXva({ name: "survives a broken stream", disks: [disk] }));
+  const id = uploadId(await createUpload(cu, "broken.xva", xva.length));
+  const half = Math.floor(xva.length / 2);
+  assert.equal((await patch(cu, id, 0, xva.subarray(0, half))).status, 204);
+  const first = await until("the first import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
+  await new Promise((r) => setTimeout(r, 300));
+  net.cut();
+  const second = await until("a second import", async () => {
+    const s = await readState(id);
+    return s !== undefined && s.attempts >= 2 ? s : undefined;
+  });
+  assert.notEqual(second.task, first.task);
+  assert.equal((await patch(cu, id, half, xva.subarray(half))).status, 204);
+  const done = await until("the import to finish", async () => {
+    const s = await readState(id);
+    return s?.status === "done" || s?.status === "failed" ? s : undefined;
+  });
+  assert.equal(done.status, "done", done.error ?? "");
+  assert.equal((await vmNamed(cu, "survives a broken stream")).length, 1, "one VM: the broken import was undone");
+  const [vdi] = await disksOf(cu, done.vms[0]!);
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+  assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", first.task), "pending");
+});
+
+test("a file that is no VM archive fails with a message and leaves nothing behind", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const vdisBefore = (await cu.xapi.call(z.array(z.string()), "VDI.get_all")).length;
+  const vmsBefore = (await cu.xapi.call(z.array(z.string()), "VM.get_all")).length;
+  const junk = Buffer.alloc(3 * MiB, "this is not an XVA archive\n");
+  const id = uploadId(await createUpload(cu, "junk.xva", junk.length));
+  await patch(cu, id, 0, junk.subarray(0, MiB));
+  const failed = await until("the refusal", async () => {
+    const s = await readState(id);
+    return s?.status === "failed" ? s : undefined;
+  });
+  assert.match(failed.error ?? "", /\w+ \w+/);
+  assert.doesNotMatch(failed.error ?? "", /at .*\.ts:\d+/, "words, not a stack");
+  // The browser's next PATCH gets the reason.
+  const next = await patch(cu, id, MiB, junk.subarray(MiB));
+  assert.equal(next.status, 422);
+  assert.equal((await next.text()).trim(), failed.error);
+  await until("the spool to go", async () => (existsSync(spoolFile(id)) ? undefined : true));
+  assert.equal((await cu.xapi.call(z.array(z.string()), "VDI.get_all")).length, vdisBefore);
+  assert.equal((await cu.xapi.call(z.array(z.string()), "VM.get_all")).length, vmsBefore);
+});
+
+test("refusals before any byte: anonymous, larger than the SR's free space, not a VM archive", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const anonymous = await createUpload(cu, "web.xva", 1024, new Headers());
+  assert.equal(anonymous.status, 401);
+  assert.match(await anonymous.text(), /Log in/);
+  const huge = await createUpload(cu, "huge.xva", 1024 ** 5);
+  assert.equal(huge.status, 413);
+  assert.match(await huge.text(), /larger than the free space/);
+  const wrongName = await createUpload(cu, "notes.txt", 1024);
+  assert.equal(wrongName.status, 415);
+  assert.match(await wrongName.text(), /not a VM archive/);
+  const head = await tusRequest("HEAD", `${BASE}/0123456789abcdef`, new Headers());
+  assert.equal(head.status, 401);
+});

@@ -1,0 +1,59 @@
+// Checks an upload before any byte is accepted: a file name an import can take, a known size, and an SR that
+// exists, is attached and has room for it.
+import { z } from "zod";
+import { formatBytes } from "../../../components/format.ts";
+import { zInt64, type XenApiClient } from "../../toolstack/xenapi/client.ts";
+import { XenApiError } from "../../toolstack/xenapi/errors.ts";
+
+/** A refusal with the HTTP status and the words the browser shows. */
+export class UploadRefusal extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** XVA (plain, gzip, zstd) and legacy package tars. */
+export const IMPORTABLE_NAME = /\.(xva|xva\.gz|xva\.zst|xva\.zstd|tar|tar\.gz|tgz|tar\.zst)$/i;
+
+const zSr = z.looseObject({
+  uuid: z.string(),
+  name_label: z.string(),
+  content_type: z.string(),
+  physical_size: zInt64,
+  physical_utilisation: zInt64,
+  PBDs: z.array(z.string()),
+});
+
+export interface UploadTarget {
+  ref: string;
+  name: string;
+}
+
+export async function checkUpload(xapi: XenApiClient, input: { fileName: string | undefined; sr: string | undefined; size: number | undefined }): Promise<UploadTarget> {
+  const fileName = input.fileName?.trim() ?? "";
+  if (fileName === "") throw new UploadRefusal(400, "The upload has no file name.");
+  if (!IMPORTABLE_NAME.test(fileName)) throw new UploadRefusal(415, `${fileName} is not a VM archive: choose an .xva (plain, .gz or .zst) or a legacy package .tar.`);
+  if (input.size === undefined) throw new UploadRefusal(400, "The upload must declare its size (Upload-Length).");
+  if (input.size === 0) throw new UploadRefusal(400, `${fileName} is empty.`);
+  if (input.sr === undefined || input.sr === "") throw new UploadRefusal(400, "Choose the SR to import into.");
+  let ref = input.sr;
+  let record: z.infer<typeof zSr>;
+  try {
+    if (!ref.startsWith("OpaqueRef:")) ref = await xapi.call(z.string(), "SR.get_by_uuid", ref);
+    record = await xapi.call(zSr, "SR.get_record", ref);
+  } catch (error) {
+    if (error instanceof XenApiError && (error.code === "HANDLE_INVALID" || error.code === "UUID_INVALID")) throw new UploadRefusal(404, "That SR no longer exists: choose another.");
+    if (error instanceof XenApiError && error.code === "SESSION_INVALID") throw new UploadRefusal(401, "Your session has ended: log in again.");
+    throw error;
+  }
+  if (record.content_type === "iso") throw new UploadRefusal(400, `${record.name_label} is an ISO library: choose an SR for VM disks.`);
+  const attached = await Promise.all(record.PBDs.map((pbd) => xapi.call(z.boolean(), "PBD.get_currently_attached", pbd).catch(() => false)));
+  if (!attached.includes(true)) throw new UploadRefusal(409, `${record.name_label} is not attached: attach it or choose another SR.`);
+  const free = record.physical_size - record.physical_utilisation;
+  if (record.physical_size > 0 && input.size > free) {
+    throw new UploadRefusal(413, `${fileName} (${formatBytes(input.size)}) is larger than the free space of ${record.name_label} (${formatBytes(Math.max(0, free))}).`);
+  }
+  return { ref, name: record.name_label };
+}
