@@ -52,6 +52,8 @@ function create(): Tus {
     path: UPLOAD_PATH,
     datastore: store,
     relativeLocation: true,
+    // Same-origin only: no Access-Control-Allow-Origin for other sites.
+    allowedOrigins: [],
     postReceiveInterval: 200,
     async onIncomingRequest(req, id) {
       const session = sessionOf(req);

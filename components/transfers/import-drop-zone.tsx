@@ -1,0 +1,226 @@
+"use client";
+
+// VM import on the VMs page: drop .xva files (or choose them) into a chosen SR; each one uploads resumably
+// while the console imports it, with its progress, rate, time left, pause / resume / cancel, and the import's
+// state and error in words from its toolstack task.
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useEffect, useRef, useState, useSyncExternalStore, type DragEvent } from "react";
+import { formatBytes, formatRate, formatTimeLeft } from "@/components/format.ts";
+import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
+import { Alert } from "@/components/ui/alert.tsx";
+import { Button } from "@/components/ui/button.tsx";
+import { cn } from "@/components/ui/cn.ts";
+import { Field, selectClasses } from "@/components/ui/field.tsx";
+import { ProgressBar } from "@/components/ui/progress-bar.tsx";
+import type { UploadSummary } from "@/server/api/transfers/schema.ts";
+import { unfinishedUploads, UploadJob } from "./upload-job.ts";
+
+const ACCEPT = ".xva,.gz,.zst,.tar,.tgz";
+const IMPORTABLE = /\.(xva|xva\.gz|xva\.zst|xva\.zstd|tar|tar\.gz|tgz|tar\.zst)$/i;
+
+export function ImportDropZone() {
+  const trpc = useTRPC();
+  const queryClient = useQueryClient();
+  const srs = useQuery(trpc.srs.list.queryOptions(undefined, { refetchInterval: 15_000 }));
+  const [chosenSr, setChosenSr] = useState<string | null>(null);
+  const [jobs, setJobs] = useState<UploadJob[]>([]);
+  const [dragging, setDragging] = useState(false);
+  const [refused, setRefused] = useState<string | null>(null);
+  const [unfinished, setUnfinished] = useState<{ fileName: string; size: number | null }[]>([]);
+  const input = useRef<HTMLInputElement>(null);
+
+  const diskSrs = (srs.data?.srs ?? []).filter((sr) => sr.contentType !== "iso" && sr.attached);
+  const sr = chosenSr ?? diskSrs.find((s) => s.isDefault)?.ref ?? diskSrs[0]?.ref ?? null;
+
+  useEffect(() => {
+    void unfinishedUploads().then(setUnfinished);
+  }, []);
+
+  // The console's view of each upload: the import's state, its task, its error.
+  const ids = jobs.map((j) => j.snapshot.id).filter((id): id is string => id !== null);
+  const states = useQuery(
+    trpc.transfers.uploads.queryOptions({ ids }, {
+      enabled: ids.length > 0,
+      refetchInterval: (query) => ((query.state.data?.uploads ?? []).some((u) => u.status === "uploading" || u.status === "importing") || ids.length > (query.state.data?.uploads.length ?? 0) ? 1000 : false),
+    }),
+  );
+  const doneCount = (states.data?.uploads ?? []).filter((u) => u.status === "done").length;
+  useEffect(() => {
+    if (doneCount > 0) void queryClient.invalidateQueries({ queryKey: trpc.vms.list.queryKey() });
+  }, [doneCount, queryClient, trpc]);
+
+  // Leaving the page mid-upload stops it: ask first.
+  const uploading = jobs.some((j) => j.snapshot.phase === "uploading" || j.snapshot.phase === "starting");
+  useEffect(() => {
+    if (!uploading) return;
+    const warn = (event: BeforeUnloadEvent) => {
+      event.preventDefault();
+      event.returnValue = "";
+    };
+    window.addEventListener("beforeunload", warn);
+    return () => window.removeEventListener("beforeunload", warn);
+  }, [uploading]);
+
+  function add(files: FileList | File[]) {
+    setRefused(null);
+    if (sr === null) {
+      setRefused("There is no attached SR to import into.");
+      return;
+    }
+    const wrong = [...files].filter((f) => !IMPORTABLE.test(f.name));
+    if (wrong.length > 0) setRefused(`${wrong.map((f) => f.name).join(", ")}: not a VM archive. Choose .xva files (plain, .gz or .zst) or legacy package .tar files.`);
+    const fresh = [...files].filter((f) => IMPORTABLE.test(f.name)).map((file) => new UploadJob(file, sr));
+    setJobs((current) => [...fresh, ...current]);
+    for (const job of fresh) void job.start(sr);
+    setUnfinished((u) => u.filter((p) => !fresh.some((j) => j.snapshot.fileName === p.fileName)));
+  }
+
+  function onDrop(event: DragEvent<HTMLDivElement>) {
+    event.preventDefault();
+    setDragging(false);
+    if (event.dataTransfer.files.length > 0) add(event.dataTransfer.files);
+  }
+
+  return (
+    <section aria-labelledby="import-heading" className="flex flex-col gap-3 rounded-xl border border-zinc-200 bg-white p-4 shadow-xs dark:border-zinc-800 dark:bg-zinc-900/60">
+      <div className="flex flex-wrap items-end justify-between gap-3">
+        <div>
+          <h2 id="import-heading" className="text-base font-semibold text-zinc-900 dark:text-zinc-100">
+            Import VMs
+          </h2>
+          <p className="text-sm text-zinc-600 dark:text-zinc-400">The import runs while the file uploads; a dropped connection or a reload resumes where it stopped.</p>
+        </div>
+        <Field label="Import into SR" className="w-full sm:w-80">
+          {(id, describedBy) => (
+            <select id={id} aria-describedby={describedBy} className={selectClasses} value={sr ?? ""} disabled={diskSrs.length === 0} onChange={(e) => setChosenSr(e.target.value)}>
+              {diskSrs.length === 0 ? <option value="">{srs.isLoading ? "Loading SRs…" : "No attached SR"}</option> : null}
+              {diskSrs.map((s) => (
+                <option key={s.ref} value={s.ref}>
+                  {s.name}
+                  {s.isDefault ? " (default)" : ""} — {formatBytes(Math.max(0, s.physicalSize - s.physicalUtilisation))} free
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+      </div>
+      <div
+        role="group"
+        aria-label="Drop VM files here"
+        onDragOver={(e) => {
+          e.preventDefault();
+          setDragging(true);
+        }}
+        onDragLeave={() => setDragging(false)}
+        onDrop={onDrop}
+        className={cn(
+          "flex flex-col items-center justify-center gap-2 rounded-lg border-2 border-dashed px-4 py-6 text-center text-sm",
+          dragging ? "border-sky-500 bg-sky-50 dark:bg-sky-950/40" : "border-zinc-300 text-zinc-600 dark:border-zinc-700 dark:text-zinc-400",
+        )}
+      >
+        <p>Drop .xva files (plain, .gz, .zst) or legacy .tar packages here, or</p>
+        <Button variant="secondary" onClick={() => input.current?.click()} disabled={sr === null}>
+          Choose files to import
+        </Button>
+        <input
+          ref={input}
+          type="file"
+          multiple
+          accept={ACCEPT}
+          aria-label="VM files to import"
+          className="sr-only"
+          tabIndex={-1}
+          onChange={(e) => {
+            if (e.target.files !== null) add(e.target.files);
+            e.target.value = "";
+          }}
+        />
+      </div>
+      {refused !== null ? <Alert tone="error">{refused}</Alert> : null}
+      {unfinished.length > 0 ? (
+        <Alert tone="info" title="Unfinished uploads">
+          {unfinished.map((u) => `${u.fileName}${u.size === null ? "" : ` (${formatBytes(u.size)})`}`).join(", ")}: drop or choose the same file again to resume where it stopped.
+        </Alert>
+      ) : null}
+      {jobs.length > 0 ? (
+        <ul aria-label="Imports" className="flex flex-col divide-y divide-zinc-200 dark:divide-zinc-800">
+          {jobs.map((job) => (
+            <ImportUploadRow key={job.snapshot.key} job={job} state={states.data?.uploads.find((u) => u.id === job.snapshot.id)} />
+          ))}
+        </ul>
+      ) : null}
+    </section>
+  );
+}
+
+function useJob(job: UploadJob) {
+  return useSyncExternalStore(
+    (listener) => job.subscribe(listener),
+    () => job.snapshot,
+    () => job.snapshot,
+  );
+}
+
+function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary | undefined }) {
+  const snap = useJob(job);
+  const fraction = snap.size === 0 ? 1 : snap.sent / snap.size;
+  const importError = state?.status === "failed" ? (state.error ?? state.task?.error ?? "The import failed.") : null;
+  const error = importError ?? (snap.phase === "failed" ? snap.error : null);
+  const done = state?.status === "done";
+  const label = `Upload of ${snap.fileName}`;
+  let status: string;
+  if (error !== null) status = "Failed";
+  else if (snap.phase === "cancelled" || state?.status === "cancelled") status = "Cancelled";
+  else if (done) status = "Imported";
+  else if (snap.phase === "paused") status = "Paused";
+  else if (snap.phase === "uploaded") status = "Upload complete: finishing the import…";
+  else if (state?.status === "importing") status = `Uploading and importing${state.attempts > 1 ? ` (import restarted ×${state.attempts - 1})` : ""}`;
+  else status = snap.resumed ? "Resuming…" : "Uploading…";
+  const active = error === null && !done && snap.phase !== "cancelled" && state?.status !== "cancelled";
+  const left = snap.rate !== null && snap.rate > 0 ? (snap.size - snap.sent) / snap.rate : null;
+  return (
+    <li className="flex flex-col gap-2 py-3" aria-label={snap.fileName}>
+      <div className="flex flex-wrap items-center justify-between gap-2">
+        <div className="min-w-0">
+          <p className="truncate text-sm font-medium text-zinc-900 dark:text-zinc-100">{snap.fileName}</p>
+          <p className="text-xs text-zinc-600 dark:text-zinc-400" role="status">
+            {status}
+            {state !== undefined ? ` · into ${state.srName}` : ""}
+          </p>
+        </div>
+        <div className="flex gap-2">
+          {active && snap.phase === "uploading" ? (
+            <Button size="sm" variant="secondary" onClick={() => job.pause()} aria-label={`Pause ${snap.fileName}`}>
+              Pause
+            </Button>
+          ) : null}
+          {active && snap.phase === "paused" ? (
+            <Button size="sm" variant="secondary" onClick={() => job.resume()} aria-label={`Resume ${snap.fileName}`}>
+              Resume
+            </Button>
+          ) : null}
+          {snap.phase === "failed" && importError === null ? (
+            <Button size="sm" variant="secondary" onClick={() => job.resume()} aria-label={`Retry ${snap.fileName}`}>
+              Retry
+            </Button>
+          ) : null}
+          {active ? (
+            <Button size="sm" variant="danger" onClick={() => void job.cancel()} aria-label={`Cancel ${snap.fileName}`}>
+              Cancel
+            </Button>
+          ) : null}
+        </div>
+      </div>
+      <ProgressBar value={fraction} label={label} tone={error !== null ? "danger" : done ? "success" : "default"} />
+      <p className="flex flex-wrap gap-x-3 text-xs tabular-nums text-zinc-600 dark:text-zinc-400">
+        <span>
+          {formatBytes(snap.sent)} of {formatBytes(snap.size)}
+        </span>
+        {snap.phase === "uploading" && snap.rate !== null ? <span>{formatRate(snap.rate)}</span> : null}
+        {snap.phase === "uploading" && left !== null ? <span>{formatTimeLeft(left)}</span> : null}
+        {state?.task !== null && state?.task !== undefined && !done && error === null ? <span>import task {Math.round(state.task.progress * 100)}%</span> : null}
+      </p>
+      {error !== null ? <Alert tone="error" title={`${snap.fileName} was not imported`}>{error}</Alert> : null}
+    </li>
+  );
+}
