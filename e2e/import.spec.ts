@@ -1,0 +1,172 @@
+// VM import on the VMs page in Chromium: a generated XVA dropped on the page (a real drop event carrying a
+// File), uploaded through tus while the console imports it; the page reloaded mid-upload and the same file
+// dropped again resumes the same upload; the network cut mid-upload and restored; a file that is no XVA
+// rejected with the toolstack's reason and nothing left behind. Disk bytes are compared through the
+// toolstack's own /export.
+import { readdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import type { Page } from "@playwright/test";
+import { z } from "zod";
+import { toolstackPort } from "../playwright.config.ts";
+import { collect, http, MiB, patternBlock, testXva, type TestDisk } from "../server/toolstack/vm-transfer/testing.ts";
+import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { openXva } from "../server/xva/reader.ts";
+import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
+
+const toolstackUrl = `http://127.0.0.1:${toolstackPort}`;
+const spoolDir = () => join(process.env.HANGAR_E2E_DATA_DIR ?? "", "transfers", "uploads");
+
+/** A disk with `blocks` MiB of data spread over twice that size (the rest holes). */
+function disk(blocks: number, seed: number): TestDisk {
+  const map = new Map<number, Buffer>();
+  for (let i = 0; i < blocks; i++) map.set(i * 2, patternBlock(seed + i));
+  return { size: blocks * 2 * MiB, blocks: map };
+}
+
+async function writeArchive(name: string, vmName: string, d: TestDisk): Promise<string> {
+  const file = test.info().outputPath(name);
+  await writeFile(file, await collect(testXva({ name: vmName, disks: [d] })));
+  return file;
+}
+
+/** Drops `file` on the drop zone: the File comes from a scratch input, the drop is a real DragEvent with a DataTransfer. */
+async function dropFile(page: Page, file: string): Promise<void> {
+  await page.evaluate(() => {
+    document.getElementById("e2e-scratch-file")?.remove();
+    const input = document.createElement("input");
+    input.type = "file";
+    input.id = "e2e-scratch-file";
+    input.hidden = true;
+    document.body.append(input);
+  });
+  await page.setInputFiles("#e2e-scratch-file", file);
+  const dataTransfer = await page.evaluateHandle(() => {
+    const transfer = new DataTransfer();
+    transfer.items.add((document.getElementById("e2e-scratch-file") as HTMLInputElement).files![0]!);
+    return transfer;
+  });
+  const zone = page.getByRole("group", { name: "Drop VM files here" });
+  await zone.dispatchEvent("dragover", { dataTransfer });
+  await zone.dispatchEvent("drop", { dataTransfer });
+}
+
+async function progressOf(page: Page, fileName: string): Promise<number> {
+  return Number((await page.getByRole("progressbar", { name: `Upload of ${fileName}` }).getAttribute("aria-valuenow")) ?? "0");
+}
+
+/** Every data block of the VM's disk, read from the toolstack's export, equals the disk's; the rest are zeros. */
+async function expectDiskBytes(xapi: XenApiClient, vmName: string, expected: TestDisk): Promise<void> {
+  const [vm] = await xapi.call(z.array(z.string()), "VM.get_by_name_label", vmName);
+  expect(vm).toBeDefined();
+  const uuid = await xapi.call(z.string(), "VM.get_uuid", vm);
+  const answer = await http(`${toolstackUrl}/export?session_id=${xapi.session}&uuid=${uuid}`);
+  expect(answer.status).toBe(200);
+  const archive = await openXva(Readable.from([answer.body]));
+  const sizes = new Map(archive.metadata.objects.filter((o) => o.class === "VDI").map((o) => [o.id, Number(o.snapshot.virtual_size ?? 0)]));
+  let disks = 0;
+  for await (const d of archive.disks(sizes)) {
+    if (sizes.get(d.ref) !== expected.size) {
+      for await (const _ of d.blocks) void _;
+      continue;
+    }
+    disks++;
+    const seen = new Set<number>();
+    for await (const block of d.blocks) {
+      const index = block.offset / MiB;
+      const want = expected.blocks.get(index);
+      if (want === undefined) expect(block.data.every((b) => b === 0), `block ${index} is zeros`).toBe(true);
+      else expect(block.data.equals(want), `block ${index}`).toBe(true);
+      seen.add(index);
+    }
+    for (const index of expected.blocks.keys()) expect(seen.has(index), `block ${index} present`).toBe(true);
+  }
+  expect(disks).toBe(1);
+}
+
+test.describe.configure({ mode: "serial" });
+
+test("a dropped XVA imports while it uploads; a reload mid-upload resumes it, with identical disk bytes", async ({ page }) => {
+  test.setTimeout(180_000);
+  const xapi = await XenApiClient.login(toolstackUrl, "root", E2E_PASSWORD, "hangar-e2e");
+  const vmName = `e2e-import-${Date.now()}`;
+  const d = disk(48, 7);
+  const file = await writeArchive("reload.xva", vmName, d);
+  page.on("dialog", (dialog) => void dialog.accept());
+  // Slow PATCHes, so that the middle of the upload can be seen.
+  await page.route("**/api/upload/**", async (route) => {
+    if (route.request().method() === "PATCH") await new Promise((r) => setTimeout(r, 700));
+    await route.continue();
+  });
+  await page.goto("/vms");
+  await expect(page.getByRole("combobox", { name: "Import into SR" })).toHaveValue(/OpaqueRef:/);
+  await dropFile(page, file);
+  const row = page.getByRole("listitem", { name: "reload.xva" });
+  await expect(row.getByRole("status")).toContainText(/Uploading and importing|Uploading/);
+  await expect.poll(() => progressOf(page, "reload.xva"), { timeout: 60_000 }).toBeGreaterThan(15);
+  expect(await progressOf(page, "reload.xva")).toBeLessThan(100);
+  await page.screenshot({ path: test.info().outputPath("import-uploading.png"), fullPage: true });
+
+  await page.reload();
+  await expect(page.getByText(/reload\.xva.*drop or choose the same file again to resume/)).toBeVisible();
+  await dropFile(page, file);
+  // Resumed, not started over: the bar starts where the console's copy ends.
+  await expect.poll(() => progressOf(page, "reload.xva"), { timeout: 10_000 }).toBeGreaterThan(15);
+  await expect(row.getByRole("status")).toContainText("Imported", { timeout: 120_000 });
+  await expect(page.getByRole("link", { name: vmName, exact: true })).toBeVisible({ timeout: 10_000 });
+  await page.screenshot({ path: test.info().outputPath("import-done.png"), fullPage: true });
+  expect((await xapi.call(z.array(z.string()), "VM.get_by_name_label", vmName)).length).toBe(1);
+  await expectDiskBytes(xapi, vmName, d);
+});
+
+test("the network cut mid-upload: the upload resumes by itself and the import completes", async ({ page }) => {
+  test.setTimeout(180_000);
+  const xapi = await XenApiClient.login(toolstackUrl, "root", E2E_PASSWORD, "hangar-e2e");
+  const vmName = `e2e-import-cut-${Date.now()}`;
+  const d = disk(40, 300);
+  const file = await writeArchive("cut.xva", vmName, d);
+  let cut = false;
+  await page.route("**/api/upload/**", async (route) => {
+    if (cut) return route.abort("internetdisconnected");
+    if (route.request().method() === "PATCH") await new Promise((r) => setTimeout(r, 700));
+    await route.continue();
+  });
+  await page.goto("/vms");
+  await dropFile(page, file);
+  await expect.poll(() => progressOf(page, "cut.xva"), { timeout: 60_000 }).toBeGreaterThan(15);
+  cut = true;
+  await page.waitForTimeout(4000);
+  const row = page.getByRole("listitem", { name: "cut.xva" });
+  await expect(row.getByRole("alert")).toHaveCount(0);
+  cut = false;
+  await expect(row.getByRole("status")).toContainText("Imported", { timeout: 120_000 });
+  await expectDiskBytes(xapi, vmName, d);
+});
+
+test("a file that is no XVA is rejected with a message and leaves nothing behind", async ({ page }) => {
+  const xapi = await XenApiClient.login(toolstackUrl, "root", E2E_PASSWORD, "hangar-e2e");
+  const vdis = (await xapi.call(z.array(z.string()), "VDI.get_all")).length;
+  const vms = (await xapi.call(z.array(z.string()), "VM.get_all")).length;
+  const junkName = `junk-${Date.now()}.xva`;
+  const junk = test.info().outputPath(junkName);
+  await writeFile(junk, Buffer.alloc(2 * MiB, "this is not a VM archive\n"));
+  await page.goto("/vms");
+  await dropFile(page, junk);
+  const row = page.getByRole("listitem", { name: junkName });
+  await expect(row.getByRole("alert")).toContainText(`${junkName} was not imported`, { timeout: 30_000 });
+  await expect(row.getByRole("status")).toHaveText(/Failed/);
+  await page.screenshot({ path: test.info().outputPath("import-invalid.png"), fullPage: true });
+  expect((await xapi.call(z.array(z.string()), "VDI.get_all")).length).toBe(vdis);
+  expect((await xapi.call(z.array(z.string()), "VM.get_all")).length).toBe(vms);
+  // The console's spool of that upload is gone (its state, with the reason, stays until the retention).
+  const names = await readdir(spoolDir());
+  for (const name of names.filter((n) => n.endsWith(".import-state"))) {
+    const state = JSON.parse(await readFile(join(spoolDir(), name), "utf8")) as { id: string; fileName: string };
+    if (state.fileName === junkName) expect(names).not.toContain(state.id);
+  }
+  // A file that is no VM archive by its name is refused before any upload.
+  const text = test.info().outputPath("notes.txt");
+  await writeFile(text, "notes");
+  await dropFile(page, text);
+  await expect(page.getByRole("alert").filter({ hasText: "notes.txt: not a VM archive" })).toBeVisible();
+});
