@@ -89,6 +89,12 @@ export class ImportPipeline {
     return new XenApiClient(toolstackUrl(), this.state.session);
   }
 
+  stop(): void {
+    this.abort.abort(new Cancelled("stopped"));
+    this.request?.destroy(new Cancelled("stopped"));
+    if (this.state.task !== null) void this.xapi().call(z.unknown(), "task.cancel", this.state.task).catch(() => undefined);
+  }
+
   async cancel(): Promise<void> {
     this.abort.abort(new Cancelled("cancelled"));
     this.request?.destroy(new Cancelled("cancelled"));
@@ -100,6 +106,9 @@ export class ImportPipeline {
   async run(): Promise<void> {
     let brokenSince: number | undefined;
     let retry = 0;
+    // A task from before a console restart may still wait for bytes that will never come: cancel it (the
+    // toolstack undoes what it made), then import afresh from the spool.
+    if (this.state.task !== null) await this.xapi().call(z.unknown(), "task.cancel", this.state.task).catch(() => undefined);
     while (!this.abort.signal.aborted) {
       let outcome: Outcome;
       try {

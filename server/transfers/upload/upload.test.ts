@@ -221,3 +221,54 @@ test("refusals before any byte: anonymous, larger than the SR's free space, not 
   const head = await tusRequest("HEAD", `${BASE}/0123456789abcdef`, new Headers());
   assert.equal(head.status, 401);
 });
+
+test("after a console restart, the browser's resume starts the import again from the spool", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const disk = testDisk();
+  const xva = await collect(testXva({ name: "survives a console restart", disks: [disk] }));
+  const id = uploadId(await createUpload(cu, "restart.xva", xva.length));
+  const half = Math.floor(xva.length / 2);
+  assert.equal((await patch(cu, id, 0, xva.subarray(0, half))).status, 204);
+  const first = await until("the first import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
+  // The console process goes away (its imports stop mid-stream, what is on disk stays): the in-process
+  // registry is dropped without a word to the toolstack, as a crash would.
+  const registry = (globalThis as { __hangarUploadPipelines?: Map<string, { stop(): void; state: { task: string | null } }> }).__hangarUploadPipelines!;
+  for (const pipeline of registry.values()) {
+    pipeline.state.task = null;
+    pipeline.stop();
+  }
+  registry.clear();
+  // The browser comes back: tus asks for the offset, then sends the rest.
+  const head = await tusRequest("HEAD", `${BASE}/${id}`, cu.headers);
+  assert.equal(head.status, 200);
+  assert.equal(head.headers.get("upload-offset"), String(half));
+  assert.equal((await patch(cu, id, half, xva.subarray(half))).status, 204);
+  const done = await until("the import to finish", async () => {
+    const s = await readState(id);
+    return s?.status === "done" || s?.status === "failed" ? s : undefined;
+  });
+  assert.equal(done.status, "done", done.error ?? "");
+  assert.equal((await vmNamed(cu, "survives a console restart")).length, 1, "one VM: the cut import was undone");
+  assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", first.task), "pending");
+  const [vdi] = await disksOf(cu, done.vms[0]!);
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+});
+
+test("one import per upload: a second tab resuming the same upload does not start another", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const disk = testDisk();
+  const xva = await collect(testXva({ name: "two tabs", disks: [disk] }));
+  const id = uploadId(await createUpload(cu, "tabs.xva", xva.length));
+  const half = Math.floor(xva.length / 2);
+  assert.equal((await patch(cu, id, 0, xva.subarray(0, half))).status, 204);
+  const first = await until("the import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
+  // The other tab (same fingerprint: same upload URL) asks for the offset and sends the rest.
+  assert.equal((await tusRequest("HEAD", `${BASE}/${id}`, cu.headers)).status, 200);
+  assert.equal((await patch(cu, id, half, xva.subarray(half))).status, 204);
+  const done = await until("the import to finish", async () => {
+    const s = await readState(id);
+    return s?.status === "done" ? s : undefined;
+  });
+  assert.equal(done.task, first.task, "the same import, not a second one");
+  assert.equal((await vmNamed(cu, "two tabs")).length, 1);
+});
