@@ -144,7 +144,26 @@ test("export downloads: the toolstack's bytes, resumed with Range and curl -C -,
     assert.match(badCompression.body.toString(), /none, gzip or zstd/);
   });
 
+  await t.test("a disk running low: idle spools are swept, oldest first, and a new export is refused in words", async () => {
+    await settled(vm.uuid);
+    const before = await listSpools();
+    assert.ok(before.length > 1);
+    const newest = before.sort((a, b) => b.lastUsed - a.lastUsed)[0]!;
+    process.env.HANGAR_TRANSFER_MIN_FREE_MB = String(1024 * 1024 * 1024); // 1 PiB: never enough
+    try {
+      // A spool in use is kept.
+      await sweepSpools(new Set([newest.meta.id]));
+      assert.deepEqual((await listSpools()).map((entry) => entry.meta.id), [newest.meta.id]);
+      const refused = await http(`${server.url}/${vm.uuid}.xva`, { headers: { cookie } });
+      assert.equal(refused.status, 507);
+      assert.match(refused.body.toString(), /too little to spool an export/);
+    } finally {
+      delete process.env.HANGAR_TRANSFER_MIN_FREE_MB;
+    }
+  });
+
   await t.test("spools unused past the retention are swept", async () => {
+    assert.equal((await http(`${server.url}/${vm.uuid}.xva`, { headers: { cookie } })).status, 200);
     await settled(vm.uuid);
     assert.ok((await listSpools()).length > 0);
     process.env.HANGAR_TRANSFER_RETENTION_S = "0";

@@ -137,12 +137,17 @@ export async function sweepSpools(busy: ReadonlySet<string>, now = Date.now()): 
     await removeSpool(oldest.meta.id);
     removed.push(oldest.meta.id);
   }
-  // Leftovers of an interrupted write of the facts.
-  for (const name of await readdir(exportsDir()).catch(() => [] as string[])) {
-    if (!name.endsWith(".tmp")) continue;
+  // Leftovers: an interrupted write of the facts, an archive whose facts are gone.
+  const names = await readdir(exportsDir()).catch(() => [] as string[]);
+  for (const name of names) {
+    const orphan = name.endsWith(".tmp") || (name.endsWith(".xva") && !names.includes(`${name.slice(0, -4)}.json`) && !busy.has(name.slice(0, -4)));
+    if (!orphan) continue;
     const file = join(exportsDir(), name);
     const info = await stat(file).catch(() => undefined);
-    if (info !== undefined && now - info.mtimeMs > 60_000) await rm(file, { force: true });
+    if (info !== undefined && now - info.mtimeMs > 60_000) {
+      await rm(file, { force: true });
+      removed.push(name);
+    }
   }
   return removed;
 }

@@ -20,12 +20,19 @@ export async function serveDownloads(): Promise<{ url: string; close: () => Prom
     const headers = new Headers();
     for (const [key, value] of Object.entries(req.headers)) if (typeof value === "string") headers.set(key, value);
     void (async () => {
+      try {
       const response = await serveExportDownload(new Request(`http://127.0.0.1${req.url}`, { method: req.method, headers, signal: abort.signal }), file);
       res.writeHead(response.status, Object.fromEntries(response.headers));
       if (response.body === null) return res.end();
       await pipeline(Readable.fromWeb(response.body as NodeWebReadableStream<Uint8Array>), res).catch(() => res.destroy());
+      } catch {
+        res.destroy();
+      }
     })();
   });
+  // Clients here keep connections alive (Node's default agent): a server closing an idle one just as it is
+  // reused would reset a test's request.
+  server.keepAliveTimeout = 120_000;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/download/vm`,
