@@ -1,11 +1,17 @@
 // Transfers: the user's uploads (VM imports while uploading) with their import tasks.
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
+import { importFromUrl } from "./import-url.ts";
 import { listUploads } from "./list-uploads.ts";
-import { ZListUploadsResponse, ZListUploadsSchema } from "./schema.ts";
+import { ZImportFromUrlResponse, ZImportFromUrlSchema, ZListUploadsResponse, ZListUploadsSchema } from "./schema.ts";
 
 export const transfersRouter = createTRPCRouter({
   uploads: authedProcedure
     .input(ZListUploadsSchema)
     .output(ZListUploadsResponse)
     .query(({ ctx, input }) => listUploads(ctx.xapi, ctx.session.user, input?.ids)),
+  /** The console fetches an http(s) URL into the same pipeline as an upload. */
+  importFromUrl: authedProcedure
+    .input(ZImportFromUrlSchema)
+    .output(ZImportFromUrlResponse)
+    .mutation(({ ctx, input }) => importFromUrl(ctx.xapi, ctx.session, input)),
 });

@@ -19,7 +19,15 @@ export const ZUploadSummary = z.object({
     .nullable(),
   created: z.number(),
   updated: z.number(),
+  source: z.enum(["upload", "url"]),
+  url: z.string().nullable(),
 });
 export type UploadSummary = z.infer<typeof ZUploadSummary>;
 
 export const ZListUploadsResponse = z.object({ uploads: z.array(ZUploadSummary) });
+
+export const ZImportFromUrlSchema = z.object({
+  url: z.string().trim().min(1, "Enter the URL of an .xva").max(4096).regex(/^https?:\/\//i, "Only http:// and https:// URLs"),
+  sr: z.string().trim().min(1, "Choose an SR").max(200),
+});
+export const ZImportFromUrlResponse = z.object({ id: z.string() });

@@ -28,6 +28,9 @@ export const ZUploadState = z.object({
   vms: z.array(z.string()),
   created: z.number(),
   updated: z.number(),
+  /** Where the bytes come from: a browser upload (tus), or a URL the console fetches. */
+  source: z.enum(["upload", "url"]).default("upload"),
+  url: z.string().nullable().default(null),
 });
 export type UploadState = z.infer<typeof ZUploadState>;
 

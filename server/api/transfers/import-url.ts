@@ -1,0 +1,16 @@
+// The tRPC side of import from URL: refusals (a forbidden address, an SR without room…) become BAD_REQUEST in words.
+import { TRPCError } from "@trpc/server";
+import type { ConsoleSession } from "../../auth/session.ts";
+import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import { UploadRefusal } from "../../transfers/upload/validate.ts";
+import { UrlRefusal } from "../../transfers/url-import/safe-fetch.ts";
+import { startUrlImport } from "../../transfers/url-import/import-url.ts";
+
+export async function importFromUrl(xapi: XenApiClient, session: ConsoleSession, input: { url: string; sr: string }): Promise<{ id: string }> {
+  try {
+    return await startUrlImport(xapi, session, input);
+  } catch (error) {
+    if (error instanceof UrlRefusal || error instanceof UploadRefusal) throw new TRPCError({ code: "BAD_REQUEST", message: error.message, cause: error });
+    throw error;
+  }
+}
