@@ -109,7 +109,9 @@ test("a dropped XVA imports while it uploads; a reload mid-upload resumes it, wi
 
   await page.reload();
   await expect(page.getByText(/reload\.xva.*drop or choose the same file again to resume/)).toBeVisible();
-  await dropFile(page, file);
+  await expect(page.getByRole("combobox", { name: "Import into SR" })).toHaveValue(/OpaqueRef:/);
+  // This time through the file picker (the other way in).
+  await page.getByLabel("VM files to import").setInputFiles(file);
   // Resumed, not started over: the bar starts where the console's copy ends.
   await expect.poll(() => progressOf(page, "reload.xva"), { timeout: 10_000 }).toBeGreaterThan(15);
   await expect(row.getByRole("status")).toContainText("Imported", { timeout: 120_000 });
@@ -169,4 +171,11 @@ test("a file that is no XVA is rejected with a message and leaves nothing behind
   await writeFile(text, "notes");
   await dropFile(page, text);
   await expect(page.getByRole("alert").filter({ hasText: "notes.txt: not a VM archive" })).toBeVisible();
+});
+
+test("import from URL: an address the console must not fetch from is refused in words", async ({ page }) => {
+  await page.goto("/vms");
+  await page.getByRole("textbox", { name: "Or import from a URL" }).fill("http://169.254.169.254/latest/vm.xva");
+  await page.getByRole("button", { name: "Import from URL" }).click();
+  await expect(page.getByText(/link-local address/)).toBeVisible();
 });

@@ -3,14 +3,14 @@
 // VM import on the VMs page: drop .xva files (or choose them) into a chosen SR; each one uploads resumably
 // while the console imports it, with its progress, rate, time left, pause / resume / cancel, and the import's
 // state and error in words from its toolstack task.
-import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, useState, useSyncExternalStore, type DragEvent } from "react";
 import { formatBytes, formatRate, formatTimeLeft } from "@/components/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";
 import { cn } from "@/components/ui/cn.ts";
-import { Field, selectClasses } from "@/components/ui/field.tsx";
+import { Field, inputClasses, selectClasses } from "@/components/ui/field.tsx";
 import { ProgressBar } from "@/components/ui/progress-bar.tsx";
 import type { UploadSummary } from "@/server/api/transfers/schema.ts";
 import { unfinishedUploads, UploadJob } from "./upload-job.ts";
@@ -28,6 +28,16 @@ export function ImportDropZone() {
   const [refused, setRefused] = useState<string | null>(null);
   const [unfinished, setUnfinished] = useState<{ fileName: string; size: number | null }[]>([]);
   const input = useRef<HTMLInputElement>(null);
+  const [urlIds, setUrlIds] = useState<string[]>([]);
+  const [url, setUrl] = useState("");
+  const fromUrl = useMutation(
+    trpc.transfers.importFromUrl.mutationOptions({
+      onSuccess: ({ id }) => {
+        setUrlIds((ids) => [id, ...ids]);
+        setUrl("");
+      },
+    }),
+  );
 
   const diskSrs = (srs.data?.srs ?? []).filter((sr) => sr.contentType !== "iso" && sr.attached);
   const sr = chosenSr ?? diskSrs.find((s) => s.isDefault)?.ref ?? diskSrs[0]?.ref ?? null;
@@ -37,7 +47,7 @@ export function ImportDropZone() {
   }, []);
 
   // The console's view of each upload: the import's state, its task, its error.
-  const ids = jobs.map((j) => j.snapshot.id).filter((id): id is string => id !== null);
+  const ids = [...urlIds, ...jobs.map((j) => j.snapshot.id).filter((id): id is string => id !== null)];
   const states = useQuery(
     trpc.transfers.uploads.queryOptions({ ids }, {
       enabled: ids.length > 0,
@@ -136,14 +146,33 @@ export function ImportDropZone() {
           }}
         />
       </div>
+      <form
+        className="flex flex-wrap items-end gap-2"
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (sr !== null) fromUrl.mutate({ url, sr });
+        }}
+      >
+        <Field label="Or import from a URL" className="min-w-0 flex-1" error={fromUrl.error?.message}>
+          {(id, describedBy) => (
+            <input id={id} aria-describedby={describedBy} aria-invalid={fromUrl.isError || undefined} className={inputClasses} type="url" inputMode="url" placeholder="https://example.com/web.xva" value={url} onChange={(e) => setUrl(e.target.value)} />
+          )}
+        </Field>
+        <Button type="submit" variant="secondary" disabled={sr === null || url.trim() === "" || fromUrl.isPending}>
+          {fromUrl.isPending ? "Contacting…" : "Import from URL"}
+        </Button>
+      </form>
       {refused !== null ? <Alert tone="error">{refused}</Alert> : null}
       {unfinished.length > 0 ? (
         <Alert tone="info" title="Unfinished uploads">
           {unfinished.map((u) => `${u.fileName}${u.size === null ? "" : ` (${formatBytes(u.size)})`}`).join(", ")}: drop or choose the same file again to resume where it stopped.
         </Alert>
       ) : null}
-      {jobs.length > 0 ? (
+      {jobs.length > 0 || urlIds.length > 0 ? (
         <ul aria-label="Imports" className="flex flex-col divide-y divide-zinc-200 dark:divide-zinc-800">
+          {urlIds.map((id) => (
+            <ImportUrlRow key={id} state={states.data?.uploads.find((u) => u.id === id)} />
+          ))}
           {jobs.map((job) => (
             <ImportUploadRow key={job.snapshot.key} job={job} state={states.data?.uploads.find((u) => u.id === job.snapshot.id)} />
           ))}
@@ -221,6 +250,38 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
         {state?.task !== null && state?.task !== undefined && !done && error === null ? <span>import task {Math.round(state.task.progress * 100)}%</span> : null}
       </p>
       {error !== null ? <Alert tone="error" title={`${snap.fileName} was not imported`}>{error}</Alert> : null}
+    </li>
+  );
+}
+
+/** An import from URL: the console's download and the import, from its state alone. */
+function ImportUrlRow({ state }: { state: UploadSummary | undefined }) {
+  if (state === undefined) {
+    return (
+      <li className="flex flex-col gap-2 py-3">
+        <p className="text-sm text-zinc-600 dark:text-zinc-400" role="status">
+          Starting the download…
+        </p>
+        <ProgressBar value={null} label="Download starting" />
+      </li>
+    );
+  }
+  const error = state.status === "failed" ? (state.error ?? state.task?.error ?? "The import failed.") : null;
+  const status = error !== null ? "Failed" : state.status === "done" ? "Imported" : state.status === "cancelled" ? "Cancelled" : state.received < state.length || state.length === 0 ? "Downloading and importing" : "Download complete: finishing the import…";
+  return (
+    <li className="flex flex-col gap-2 py-3" aria-label={state.fileName}>
+      <div className="min-w-0">
+        <p className="truncate text-sm font-medium text-zinc-900 dark:text-zinc-100">{state.fileName}</p>
+        <p className="truncate text-xs text-zinc-600 dark:text-zinc-400" role="status">
+          {status} · from {state.url} · into {state.srName}
+        </p>
+      </div>
+      <ProgressBar value={state.length > 0 ? state.received / state.length : null} label={`Download of ${state.fileName}`} tone={error !== null ? "danger" : state.status === "done" ? "success" : "default"} />
+      <p className="text-xs tabular-nums text-zinc-600 dark:text-zinc-400">
+        {formatBytes(state.received)}
+        {state.length > 0 ? ` of ${formatBytes(state.length)}` : ""}
+      </p>
+      {error !== null ? <Alert tone="error" title={`${state.fileName} was not imported`}>{error}</Alert> : null}
     </li>
   );
 }
