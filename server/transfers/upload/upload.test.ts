@@ -42,9 +42,9 @@ async function defaultSr(cu: ConsoleUnderTest): Promise<string> {
   return cu.xapi.call(z.string(), "pool.get_default_SR", pool);
 }
 
-async function createUpload(cu: ConsoleUnderTest, name: string, length: number, headers: Headers | undefined = cu.headers): Promise<Response> {
+async function createUpload(cu: ConsoleUnderTest, name: string, length: number, headers: Headers | undefined = cu.headers, lastModified = Date.now()): Promise<Response> {
   const sr = await defaultSr(cu);
-  return tusRequest("POST", BASE, headers, { "upload-length": String(length), "upload-metadata": `filename ${b64(name)},sr ${b64(sr)},lastModified ${b64(String(Date.now()))}` });
+  return tusRequest("POST", BASE, headers, { "upload-length": String(length), "upload-metadata": `filename ${b64(name)},sr ${b64(sr)},lastModified ${b64(String(lastModified))}` });
 }
 
 const started: string[] = [];
@@ -271,4 +271,34 @@ test("one import per upload: a second tab resuming the same upload does not star
   });
   assert.equal(done.task, first.task, "the same import, not a second one");
   assert.equal((await vmNamed(cu, "two tabs")).length, 1);
+});
+
+test("ended uploads are cleaned up after the retention (HANGAR_TRANSFER_RETENTION_S)", async (t) => {
+  const { sweepUploads } = await import("./tus.ts");
+  const { allStates } = await import("./state.ts");
+  const cu = await startConsoleUnderTest(t);
+  const junk = Buffer.alloc(MiB, "not an archive\n");
+  const id = uploadId(await createUpload(cu, "old.xva", junk.length));
+  await patch(cu, id, 0, junk);
+  await until("the refusal", async () => ((await readState(id))?.status === "failed" ? true : undefined));
+  process.env.HANGAR_TRANSFER_RETENTION_S = "60";
+  t.after(() => delete process.env.HANGAR_TRANSFER_RETENTION_S);
+  await sweepUploads(Date.now());
+  assert.ok(await readState(id), "kept within the retention");
+  await sweepUploads(Date.now() + 61_000);
+  assert.equal(await readState(id), undefined);
+  assert.ok((await allStates()).every((s) => s.status === "uploading" || s.status === "importing"), "every ended upload older than the retention is gone");
+  assert.equal(existsSync(spoolFile(id)), false);
+});
+
+test("the same file started again elsewhere while its upload runs is refused in words (one import per file)", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const xva = await collect(testXva({ name: "twice", disks: [testDisk()] }));
+  const modified = Date.now() - 5000;
+  const id = uploadId(await createUpload(cu, "twice.xva", xva.length, cu.headers, modified));
+  assert.equal((await patch(cu, id, 0, xva.subarray(0, MiB))).status, 204);
+  await until("the import", async () => ((await readState(id))?.task ? true : undefined));
+  const again = await createUpload(cu, "twice.xva", xva.length, cu.headers, modified);
+  assert.equal(again.status, 409);
+  assert.match(await again.text(), /already being uploaded/);
 });
