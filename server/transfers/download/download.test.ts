@@ -30,6 +30,7 @@ function partial(url: string, headers: Record<string, string>, count: number): P
         }
       });
       response.on("end", () => reject(new Error(`the download ended after ${got} bytes`)));
+      response.on("close", () => got < count && reject(new Error(`the download broke after ${got} bytes`)));
     });
     request.on("error", () => undefined);
     request.end();
@@ -37,7 +38,10 @@ function partial(url: string, headers: Record<string, string>, count: number): P
 }
 
 async function settled(vmUuid: string): Promise<void> {
-  for (const entry of await listSpools()) if (entry.meta.vmUuid === vmUuid) await runningJob(entry.meta.id)?.done;
+  for (const entry of await listSpools()) {
+    const job = entry.meta.vmUuid === vmUuid ? runningJob(entry.meta.id) : undefined;
+    if (job !== undefined) await Promise.race([job.done, new Promise((_, reject) => setTimeout(() => reject(new Error(`export ${entry.meta.etag} still running after 60 s at ${job.written} bytes`)), 60_000).unref())]);
+  }
 }
 
 test("export downloads: the toolstack's bytes, resumed with Range and curl -C -, refusals in words", async (t) => {
@@ -108,7 +112,7 @@ test("export downloads: the toolstack's bytes, resumed with Range and curl -C -,
     await settled(vm.uuid);
     const file = join(console.toolstack.dataDir, "curl-download.xva");
     await writeFile(file, cut.body);
-    const { stderr } = await promisify(execFile)("curl", ["-sS", "-f", "-C", "-", "-H", `cookie: ${cookie}`, "-o", file, `${server.url}/${vm.uuid}.xva?compression=none`]);
+    const { stderr } = await promisify(execFile)("curl", ["-sS", "-f", "--max-time", "60", "-C", "-", "-H", `cookie: ${cookie}`, "-o", file, `${server.url}/${vm.uuid}.xva?compression=none`]);
     assert.equal(stderr, "");
     const whole = await direct(etag, "false");
     assert.ok((await readFile(file)).equals(whole.body));

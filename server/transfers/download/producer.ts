@@ -162,7 +162,9 @@ const REDIRECTS = 3;
 async function askToolstack(url: URL, redirects = REDIRECTS): Promise<ToolstackAnswer> {
   const response = await new Promise<IncomingMessage>((resolve, reject) => {
     const get = url.protocol === "https:" ? httpsGet : httpGet;
-    get(url, resolve).on("error", (error) => reject(new DownloadError(502, `The toolstack at ${toolstackUrl()} cannot be reached (${error.message}). Is it running?`)));
+    // A connection of its own (no keep-alive pool): an export is long, and a pooled socket the toolstack has
+    // just closed would fail the request.
+    get(url, { agent: false }, resolve).on("error", (error) => reject(new DownloadError(502, `The toolstack at ${toolstackUrl()} cannot be reached (${error.message}). Is it running?`)));
   });
   const status = response.statusCode ?? 0;
   const location = response.headers.location;

@@ -25,7 +25,9 @@ export async function serveDownloads(): Promise<{ url: string; close: () => Prom
       res.writeHead(response.status, Object.fromEntries(response.headers));
       if (response.body === null) return res.end();
       await pipeline(Readable.fromWeb(response.body as NodeWebReadableStream<Uint8Array>), res).catch(() => res.destroy());
-      } catch {
+      } catch (error) {
+        // The route answers every failure itself: one that escapes is a bug the test should show.
+        process.stderr.write(`serveExportDownload threw: ${(error as Error).stack ?? String(error)}\n`);
         res.destroy();
       }
     })();
