@@ -7,6 +7,7 @@ const SUITES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   console: () => import("./console.ts"),
   toolstack: () => import("./toolstack.ts"),
   xva: () => import("./xva.ts"),
+  transfers: () => import("./transfers.ts"),
 };
 
 const names = argv.slice(2);

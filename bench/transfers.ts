@@ -1,0 +1,38 @@
+// The transfers suite (`npm run bench -- transfers`): VM export downloaded through the console against curl
+// of the toolstack's /export (target ≥ 0.9×), with the console's RSS. The toolstack and the console's
+// production build run in processes of their own over a data dir of the run. HANGAR_BENCH_SCALE scales the
+// 2 GiB disk; HANGAR_BENCH_RUNS the runs (default 3).
+import { join } from "node:path";
+import { startConsole } from "./console/console-service.ts";
+import { GiB, positiveEnv } from "./measure.ts";
+import { renderTable, type Row, unavailableRow } from "./table.ts";
+import { startBenchService } from "./toolstack/service.ts";
+import { benchExportDownload } from "./transfers/export.ts";
+import { openWorkspace } from "./workspace.ts";
+
+export async function run(): Promise<void> {
+  const size = Math.max(64 * 1024 * 1024, Math.round((2 * GiB * positiveEnv("HANGAR_BENCH_SCALE", 1)) / (1024 * 1024)) * 1024 * 1024);
+  const runs = Math.max(1, Math.round(positiveEnv("HANGAR_BENCH_RUNS", 3)));
+  const workspace = openWorkspace("hangar-bench-transfers");
+  const started = Date.now();
+  const rows: Row[] = [];
+  try {
+    await workspace.withScratch("transfers", async (scratch) => {
+      const service = await startBenchService(join(scratch.disk, "data"));
+      scratch.defer(() => service.stop());
+      const site = await startConsole(service.url);
+      scratch.defer(() => site.stop());
+      process.stderr.write("[bench transfers] export download...\n");
+      try {
+        rows.push(...(await benchExportDownload(service, site, size, runs)));
+      } catch (error) {
+        process.stderr.write(`[bench transfers] export download failed: ${(error as Error).stack}\n`);
+        rows.push({ ...unavailableRow("export download through the console", "≥ 0.9×", (error as Error).message), ours: "FAILED" });
+      }
+    });
+  } finally {
+    await workspace.close();
+  }
+  process.stdout.write(`${renderTable(`Hangar transfers bench — ${runs} runs, ${((Date.now() - started) / 1000).toFixed(0)} s in all`, rows)}\n`);
+  if (rows.some((row) => row.ours === "FAILED")) process.exitCode = 1;
+}
