@@ -47,7 +47,8 @@ export function ImportDropZone() {
   }, []);
 
   // The console's view of each upload: the import's state, its task, its error.
-  const ids = [...urlIds, ...jobs.map((j) => j.snapshot.id).filter((id): id is string => id !== null)];
+  const [knownIds, setKnownIds] = useState<string[]>([]);
+  const ids = [...urlIds, ...knownIds];
   const states = useQuery(
     trpc.transfers.uploads.queryOptions({ ids }, {
       enabled: ids.length > 0,
@@ -71,24 +72,41 @@ export function ImportDropZone() {
     return () => window.removeEventListener("beforeunload", warn);
   }, [uploading]);
 
-  function add(files: FileList | File[]) {
+  async function add(list: FileList | File[]) {
+    const files = [...list];
     setRefused(null);
-    if (sr === null) {
+    let target = sr;
+    if (target === null && srs.data === undefined) {
+      // Dropped before the SRs have loaded: wait for them (the default SR) rather than refuse.
+      const loaded = await queryClient.fetchQuery(trpc.srs.list.queryOptions()).catch(() => undefined);
+      const usable = (loaded?.srs ?? []).filter((s) => s.contentType !== "iso" && s.attached);
+      target = usable.find((s) => s.isDefault)?.ref ?? usable[0]?.ref ?? null;
+    }
+    if (target === null) {
       setRefused("There is no attached SR to import into.");
       return;
     }
-    const wrong = [...files].filter((f) => !IMPORTABLE.test(f.name));
+    const into = target;
+    const wrong = files.filter((f) => !IMPORTABLE.test(f.name));
     if (wrong.length > 0) setRefused(`${wrong.map((f) => f.name).join(", ")}: not a VM archive. Choose .xva files (plain, .gz or .zst) or legacy package .tar files.`);
-    const fresh = [...files].filter((f) => IMPORTABLE.test(f.name)).map((file) => new UploadJob(file, sr));
+    const fresh = files.filter((f) => IMPORTABLE.test(f.name)).map((file) => new UploadJob(file, into));
     setJobs((current) => [...fresh, ...current]);
-    for (const job of fresh) void job.start(sr);
+    for (const job of fresh) {
+      // The console's id arrives once the upload is created: ask for its import's state from then on.
+      const stop = job.subscribe(() => {
+        if (job.snapshot.id === null) return;
+        stop();
+        setKnownIds((known) => [...known, job.snapshot.id!]);
+      });
+      void job.start(into);
+    }
     setUnfinished((u) => u.filter((p) => !fresh.some((j) => j.snapshot.fileName === p.fileName)));
   }
 
   function onDrop(event: DragEvent<HTMLDivElement>) {
     event.preventDefault();
     setDragging(false);
-    if (event.dataTransfer.files.length > 0) add(event.dataTransfer.files);
+    if (event.dataTransfer.files.length > 0) void add(event.dataTransfer.files);
   }
 
   return (
@@ -141,7 +159,7 @@ export function ImportDropZone() {
           className="sr-only"
           tabIndex={-1}
           onChange={(e) => {
-            if (e.target.files !== null) add(e.target.files);
+            if (e.target.files !== null) void add(e.target.files);
             e.target.value = "";
           }}
         />
