@@ -302,3 +302,20 @@ test("the same file started again elsewhere while its upload runs is refused in 
   assert.equal(again.status, 409);
   assert.match(await again.text(), /already being uploaded/);
 });
+
+test("cancel (tus DELETE) stops the import: the task ends, the toolstack undoes it, the spool goes", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const xva = await collect(testXva({ name: "cancelled import", disks: [testDisk()] }));
+  const id = uploadId(await createUpload(cu, "cancel.xva", xva.length));
+  assert.equal((await patch(cu, id, 0, xva.subarray(0, 2 * MiB))).status, 204);
+  const running = await until("the import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
+  const answer = await tusRequest("DELETE", `${BASE}/${id}`, cu.headers);
+  assert.equal(answer.status, 204);
+  const cancelled = await until("the cancel", async () => ((await readState(id))?.status === "cancelled" ? true : undefined));
+  assert.ok(cancelled);
+  await until("the task to end", async () => ((await cu.xapi.call(z.string(), "task.get_status", running.task)) === "pending" ? undefined : true));
+  await until("the VM to be undone", async () => ((await vmNamed(cu, "cancelled import")).length === 0 ? true : undefined));
+  assert.equal(existsSync(spoolFile(id)), false);
+  const after = await patch(cu, id, 2 * MiB, xva.subarray(2 * MiB));
+  assert.ok(after.status === 404 || after.status === 410, `HTTP ${after.status}`);
+});
