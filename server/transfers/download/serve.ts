@@ -11,7 +11,7 @@ import { sessionFromHeaders } from "../../auth/session.ts";
 import { addReader, continueExport, DownloadError, type ExportJob, runningJob, startExport } from "./producer.ts";
 import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
 
-const CHUNK = 1024 * 1024;
+const CHUNK = 4 * 1024 * 1024;
 const ZUuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
 const ZQuery = z.object({
   compression: ZCompression.default("none"),
@@ -104,7 +104,7 @@ function spoolBody(meta: SpoolMeta, job: ExportJob | undefined, start: number, e
       },
     },
     // A few chunks read ahead: the disk read overlaps the send, memory stays a few MiB per download.
-    { highWaterMark: 4 },
+    { highWaterMark: 2 },
   );
 }
 
