@@ -274,6 +274,8 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
 
 /** An import from URL: the console's download and the import, from its state alone. */
 function ImportUrlRow({ state }: { state: UploadSummary | undefined }) {
+  const trpc = useTRPC();
+  const cancel = useMutation(trpc.transfers.cancel.mutationOptions());
   if (state === undefined) {
     return (
       <li className="flex flex-col gap-2 py-3">
@@ -288,12 +290,20 @@ function ImportUrlRow({ state }: { state: UploadSummary | undefined }) {
   const status = error !== null ? "Failed" : state.status === "done" ? "Imported" : state.status === "cancelled" ? "Cancelled" : state.received < state.length || state.length === 0 ? "Downloading and importing" : "Download complete: finishing the import…";
   return (
     <li className="flex flex-col gap-2 py-3" aria-label={state.fileName}>
-      <div className="min-w-0">
-        <p className="truncate text-sm font-medium text-zinc-900 dark:text-zinc-100">{state.fileName}</p>
-        <p className="truncate text-xs text-zinc-600 dark:text-zinc-400" role="status">
-          {status} · from {state.url} · into {state.srName}
-        </p>
+      <div className="flex items-center justify-between gap-2">
+        <div className="min-w-0">
+          <p className="truncate text-sm font-medium text-zinc-900 dark:text-zinc-100">{state.fileName}</p>
+          <p className="truncate text-xs text-zinc-600 dark:text-zinc-400" role="status">
+            {status} · from {state.url} · into {state.srName}
+          </p>
+        </div>
+        {state.status === "uploading" || state.status === "importing" ? (
+          <Button size="sm" variant="danger" disabled={cancel.isPending} onClick={() => cancel.mutate({ id: state.id })} aria-label={`Cancel ${state.fileName}`}>
+            Cancel
+          </Button>
+        ) : null}
       </div>
+      {cancel.error !== null ? <Alert tone="error">{cancel.error.message}</Alert> : null}
       <ProgressBar value={state.length > 0 ? state.received / state.length : null} label={`Download of ${state.fileName}`} tone={error !== null ? "danger" : state.status === "done" ? "success" : "default"} />
       <p className="text-xs tabular-nums text-zinc-600 dark:text-zinc-400">
         {formatBytes(state.received)}

@@ -4,7 +4,8 @@ import type { ConsoleSession } from "../../auth/session.ts";
 import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
 import { UploadRefusal } from "../../transfers/upload/validate.ts";
 import { UrlRefusal } from "../../transfers/url-import/safe-fetch.ts";
-import { startUrlImport } from "../../transfers/url-import/import-url.ts";
+import { cancelUrlImport, startUrlImport } from "../../transfers/url-import/import-url.ts";
+import { readState } from "../../transfers/upload/state.ts";
 
 export async function importFromUrl(xapi: XenApiClient, session: ConsoleSession, input: { url: string; sr: string }): Promise<{ id: string }> {
   try {
@@ -13,4 +14,13 @@ export async function importFromUrl(xapi: XenApiClient, session: ConsoleSession,
     if (error instanceof UrlRefusal || error instanceof UploadRefusal) throw new TRPCError({ code: "BAD_REQUEST", message: error.message, cause: error });
     throw error;
   }
+}
+
+/** Cancels one of the user's imports from URL (a browser upload is cancelled through tus's DELETE). */
+export async function cancelTransfer(user: string, id: string): Promise<{ id: string }> {
+  const state = await readState(id);
+  if (state === undefined || state.user !== user) throw new TRPCError({ code: "NOT_FOUND", message: "No such import: it may have been cleaned up." });
+  if (state.status === "done" || state.status === "failed" || state.status === "cancelled") throw new TRPCError({ code: "BAD_REQUEST", message: "That import has already ended." });
+  await cancelUrlImport(id);
+  return { id };
 }

@@ -1,8 +1,8 @@
 // Transfers: the user's uploads (VM imports while uploading) with their import tasks.
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
-import { importFromUrl } from "./import-url.ts";
+import { cancelTransfer, importFromUrl } from "./import-url.ts";
 import { listUploads } from "./list-uploads.ts";
-import { ZImportFromUrlResponse, ZImportFromUrlSchema, ZListUploadsResponse, ZListUploadsSchema } from "./schema.ts";
+import { ZCancelTransferResponse, ZCancelTransferSchema, ZImportFromUrlResponse, ZImportFromUrlSchema, ZListUploadsResponse, ZListUploadsSchema } from "./schema.ts";
 
 export const transfersRouter = createTRPCRouter({
   uploads: authedProcedure
@@ -14,4 +14,9 @@ export const transfersRouter = createTRPCRouter({
     .input(ZImportFromUrlSchema)
     .output(ZImportFromUrlResponse)
     .mutation(({ ctx, input }) => importFromUrl(ctx.xapi, ctx.session, input)),
+  /** Cancels an import from URL. */
+  cancel: authedProcedure
+    .input(ZCancelTransferSchema)
+    .output(ZCancelTransferResponse)
+    .mutation(({ ctx, input }) => cancelTransfer(ctx.session.user, input.id)),
 });

@@ -31,3 +31,6 @@ export const ZImportFromUrlSchema = z.object({
   sr: z.string().trim().min(1, "Choose an SR").max(200),
 });
 export const ZImportFromUrlResponse = z.object({ id: z.string() });
+
+export const ZCancelTransferSchema = z.object({ id: z.string().regex(/^[A-Za-z0-9_-]+$/).max(100) });
+export const ZCancelTransferResponse = z.object({ id: z.string() });

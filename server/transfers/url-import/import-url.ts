@@ -13,6 +13,17 @@ import { removeUploadSpool } from "../upload/tus.ts";
 import { checkUpload, IMPORTABLE_NAME, UploadRefusal } from "../upload/validate.ts";
 import { parseImportUrl, safeGet, UrlRefusal } from "./safe-fetch.ts";
 
+/** Downloads in progress, to cancel them (kept across hot reloads in development). */
+const downloads = ((globalThis as { __hangarUrlDownloads?: Map<string, AbortController> }).__hangarUrlDownloads ??= new Map());
+
+/** Cancels an import from URL: its download stops, its import is cancelled (the toolstack undoes it), its spool goes. */
+export async function cancelUrlImport(id: string): Promise<void> {
+  downloads.get(id)?.abort(new UrlRefusal("The import was cancelled."));
+  downloads.delete(id);
+  await cancelPipeline(id);
+  await rm(spoolFile(id), { force: true });
+}
+
 /** A download that stalls this long is given up. */
 const IDLE_TIMEOUT_MS = 60_000;
 
@@ -42,9 +53,10 @@ export async function startUrlImport(xapi: XenApiClient, session: ConsoleSession
   const state: UploadState = { id, fileName, fingerprint: url.toString(), sr: target.ref, srName: target.name, length: length ?? 0, user: session.user, session: session.session, task: null, attempts: 0, status: "uploading", error: null, vms: [], created: now, updated: now, source: "url", url: url.toString() };
   await writeState(state);
   const hooks = { removeSpool: removeUploadSpool };
+  downloads.set(id, abort);
   // Known size: import while downloading.
   if (length !== undefined) ensurePipeline(state, hooks);
-  void download(state, response, length).then(
+  void download(state, response, length).finally(() => downloads.delete(id)).then(
     async (received) => {
       if (length === undefined) {
         const current = (await readState(id)) ?? state;
@@ -54,6 +66,7 @@ export async function startUrlImport(xapi: XenApiClient, session: ConsoleSession
       }
     },
     async (error: Error) => {
+      if (abort.signal.aborted) return;
       if (runningPipeline(id) !== undefined) await cancelPipeline(id);
       const current = (await readState(id)) ?? state;
       await writeState({ ...current, status: "failed", error: error instanceof UrlRefusal ? error.message : `The download from ${url.host} failed: ${error.message}` });

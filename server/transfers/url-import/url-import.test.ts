@@ -84,3 +84,32 @@ test("a URL that does not answer is a message", async (t) => {
   await new Promise((r) => closed.close(r));
   await assert.rejects(cu.caller.transfers.importFromUrl({ url: `http://127.0.0.1:${port}/vm.xva`, sr: await defaultSr(cu.xapi) }), /cannot be reached/);
 });
+
+test("an import from URL can be cancelled mid-download: the import is undone, the spool goes", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  process.env.HANGAR_IMPORT_URL_ALLOW_PRIVATE = "1";
+  t.after(() => delete process.env.HANGAR_IMPORT_URL_ALLOW_PRIVATE);
+  const xva = await collect(testXva({ name: "cancelled download", disks: [{ size: 8 * MiB, blocks: new Map([[0, patternBlock(9)]]) }] }));
+  // Sends the first MiB, then holds the rest.
+  const server = createServer((_request, response) => {
+    response.writeHead(200, { "content-length": xva.length });
+    response.write(xva.subarray(0, MiB));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const { id } = await cu.caller.transfers.importFromUrl({ url: `http://127.0.0.1:${(server.address() as { port: number }).port}/slow.xva`, sr: await defaultSr(cu.xapi) });
+  let state = await readState(id);
+  for (let i = 0; i < 100 && state?.task === null; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    state = await readState(id);
+  }
+  assert.ok(state?.task);
+  await cu.caller.transfers.cancel({ id });
+  assert.equal((await readState(id))?.status, "cancelled");
+  for (let i = 0; i < 100 && (await cu.xapi.call(z.string(), "task.get_status", state.task)) === "pending"; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", state.task), "pending");
+  await assert.rejects(cu.caller.transfers.cancel({ id }), /already ended/);
+});
