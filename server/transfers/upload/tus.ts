@@ -1,7 +1,8 @@
 // The console's tus endpoint (`/api/upload`): resumable uploads of VM archives into a spool under the data
 // dir, each one imported while it arrives (pipeline.ts). Every request needs the console session; an upload is
 // checked (file name, SR, free space) before its first byte and belongs to the user who started it.
-import { stat } from "node:fs/promises";
+import { stat, statfs } from "node:fs/promises";
+import { formatBytes } from "../../../components/format.ts";
 import { FileStore } from "@tus/file-store";
 import { EVENTS, Server, type Upload } from "@tus/server";
 import { sessionFromHeaders, clientFor, type ConsoleSession } from "../../auth/session.ts";
@@ -71,6 +72,12 @@ function create(): Tus {
       const fileName = metadata.filename ?? metadata.name ?? undefined;
       try {
         const target = await checkUpload(clientFor(session), { fileName: fileName ?? undefined, sr: metadata.sr ?? undefined, size: upload.size });
+        // The spool holds the whole file: the console's own disk needs room for it too.
+        const free = await spoolFree();
+        if (upload.size! > free) {
+          await sweepUploads(Date.now(), { lowDisk: true });
+          if (upload.size! > (await spoolFree())) throw new UploadRefusal(507, `The console's disk has ${formatBytes(free)} free for its copy of the upload, not enough for ${fileName} (${formatBytes(upload.size!)}).`);
+        }
         const fingerprint = `${upload.size}:${metadata.lastModified ?? ""}`;
         // One import per file: the same file still uploading elsewhere (another tab's own upload) is refused.
         const twin = (await allStates()).find((s) => s.user === session.user && s.fileName === fileName && s.fingerprint === fingerprint && s.sr === target.ref && (s.status === "uploading" || s.status === "importing") && runningPipeline(s.id) !== undefined);
@@ -118,8 +125,24 @@ export function handleUpload(req: Request): Promise<Response> {
   return tus().server.handleWeb(req);
 }
 
-/** Removes ended uploads (and their spools) older than the retention, and uploads left unfinished that long. */
-export async function sweepUploads(now = Date.now()): Promise<number> {
+/** Free bytes on the disk of the spool directory. */
+async function spoolFree(): Promise<number> {
+  const fs = await statfs(uploadSpoolDir());
+  return fs.bavail * fs.bsize;
+}
+
+/** Below this much free space on the spool's disk, ended uploads are removed whatever their age. */
+function lowDiskBytes(): number {
+  const bytes = Number(process.env.HANGAR_TRANSFER_MIN_FREE_BYTES);
+  return Number.isFinite(bytes) && bytes >= 0 ? bytes : 1024 ** 3;
+}
+
+/**
+ * Removes ended uploads (and their spools) older than the retention, or all ended ones when the disk runs low,
+ * and uploads left unfinished that long.
+ */
+export async function sweepUploads(now = Date.now(), options: { lowDisk?: boolean } = {}): Promise<number> {
+  const lowDisk = options.lowDisk === true || (await spoolFree()) < lowDiskBytes();
   const { store } = tus();
   let removed = 0;
   for (const state of await allStates()) {
@@ -129,7 +152,8 @@ export async function sweepUploads(now = Date.now()): Promise<number> {
       if (now - touched > retentionMs()) await cancelPipeline(state.id);
       continue;
     }
-    if (now - state.updated < retentionMs()) continue;
+    const ended = state.status === "done" || state.status === "failed" || state.status === "cancelled";
+    if (now - state.updated < retentionMs() && !(lowDisk && ended)) continue;
     await removeSpool(store, state.id);
     await removeState(state.id);
     removed++;
