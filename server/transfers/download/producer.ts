@@ -11,7 +11,8 @@ import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { toolstackUrl } from "../../config.ts";
 import { describeXenApiError } from "../../api/xenapi-error.ts";
-import { archivePath, type Compression, freeBytes, minFreeBytes, readMeta, removeSpool, type SpoolMeta, spoolId, sweepSpools, writeMeta } from "./spool.ts";
+import { transferMinFreeBytes } from "../settings.ts";
+import { archivePath, type Compression, freeBytes, readMeta, removeSpool, type SpoolMeta, spoolId, sweepSpools, writeMeta } from "./spool.ts";
 
 /** A refusal or failure to answer with: its HTTP status and a sentence; `code` is the toolstack's XenAPI code. */
 export class DownloadError extends Error {
@@ -188,7 +189,7 @@ async function askToolstack(url: URL, redirects = REDIRECTS): Promise<ToolstackA
 async function checkSpace(): Promise<void> {
   await sweepNow();
   const free = await freeBytes();
-  if (free < minFreeBytes()) throw new DownloadError(507, `The console's disk has only ${Math.floor(free / 1024 / 1024)} MiB free, too little to spool an export (HANGAR_TRANSFER_MIN_FREE_MB is ${Math.floor(minFreeBytes() / 1024 / 1024)}).`);
+  if (free < transferMinFreeBytes()) throw new DownloadError(507, `The console's disk has only ${Math.floor(free / 1024 / 1024)} MiB free, too little to spool an export (HANGAR_TRANSFER_MIN_FREE_MB is ${Math.floor(transferMinFreeBytes() / 1024 / 1024)}).`);
 }
 
 /** Starts a new export into a new spool; resolves once the toolstack has answered (with its ETag). */

@@ -9,6 +9,7 @@ import { mkdir, readdir, readFile, rename, rm, stat, statfs, utimes, writeFile }
 import { join } from "node:path";
 import { z } from "zod";
 import { dataDir } from "../../config.ts";
+import { transferMinFreeBytes, transferRetentionMs } from "../settings.ts";
 
 export const ZCompression = z.enum(["none", "gzip", "zstd"]);
 export type Compression = z.infer<typeof ZCompression>;
@@ -29,25 +30,12 @@ export const ZSpoolMeta = z.object({
 });
 export type SpoolMeta = z.infer<typeof ZSpoolMeta>;
 
-const DAY_S = 24 * 3600;
-const MiB = 1024 * 1024;
 
 /** `<data dir>/transfers/exports`. */
 export function exportsDir(): string {
   return join(dataDir(), "transfers", "exports");
 }
 
-/** How long a spool is kept after its last use: HANGAR_TRANSFER_RETENTION_S, default 1 day. */
-export function retentionSeconds(): number {
-  const seconds = Number(process.env.HANGAR_TRANSFER_RETENTION_S);
-  return Number.isFinite(seconds) && seconds >= 0 && process.env.HANGAR_TRANSFER_RETENTION_S !== "" && process.env.HANGAR_TRANSFER_RETENTION_S !== undefined ? seconds : DAY_S;
-}
-
-/** Free space the spools leave on the disk: HANGAR_TRANSFER_MIN_FREE_MB, default 1024 (1 GiB). */
-export function minFreeBytes(): number {
-  const mb = Number(process.env.HANGAR_TRANSFER_MIN_FREE_MB);
-  return (Number.isFinite(mb) && mb >= 0 && process.env.HANGAR_TRANSFER_MIN_FREE_MB ? mb : 1024) * MiB;
-}
 
 export function spoolId(vmUuid: string, etag: string): string {
   return createHash("sha1").update(`${vmUuid}\n${etag}`).digest("hex").slice(0, 32);
@@ -127,12 +115,12 @@ export async function sweepSpools(busy: ReadonlySet<string>, now = Date.now()): 
   const idle = (await listSpools()).filter((entry) => !busy.has(entry.meta.id)).sort((a, b) => a.lastUsed - b.lastUsed);
   const keep: SpoolEntry[] = [];
   for (const entry of idle) {
-    if (now - entry.lastUsed > retentionSeconds() * 1000) {
+    if (now - entry.lastUsed > transferRetentionMs()) {
       await removeSpool(entry.meta.id);
       removed.push(entry.meta.id);
     } else keep.push(entry);
   }
-  while (keep.length > 0 && (await freeBytes()) < minFreeBytes()) {
+  while (keep.length > 0 && (await freeBytes()) < transferMinFreeBytes()) {
     const oldest = keep.shift()!;
     await removeSpool(oldest.meta.id);
     removed.push(oldest.meta.id);

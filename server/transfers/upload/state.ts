@@ -84,8 +84,3 @@ export async function allStates(): Promise<UploadState[]> {
   return states.filter((s) => s !== undefined);
 }
 
-/** How long finished uploads (their state, and any spool left) are kept: HANGAR_TRANSFER_RETENTION_S, default 1 day. */
-export function retentionMs(): number {
-  const seconds = Number(process.env.HANGAR_TRANSFER_RETENTION_S);
-  return (Number.isFinite(seconds) && seconds > 0 ? seconds : 24 * 3600) * 1000;
-}

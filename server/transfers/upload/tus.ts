@@ -7,7 +7,8 @@ import { FileStore } from "@tus/file-store";
 import { EVENTS, Server, type Upload } from "@tus/server";
 import { sessionFromHeaders, clientFor, type ConsoleSession } from "../../auth/session.ts";
 import { cancelPipeline, ensurePipeline, notifyUpload, runningPipeline } from "./pipeline.ts";
-import { allStates, readState, removeState, retentionMs, spoolFile, uploadSpoolDir, type UploadState, writeState } from "./state.ts";
+import { transferMinFreeBytes, transferRetentionMs } from "../settings.ts";
+import { allStates, readState, removeState, spoolFile, uploadSpoolDir, type UploadState, writeState } from "./state.ts";
 import { checkUpload, UploadRefusal } from "./validate.ts";
 
 export const UPLOAD_PATH = "/api/upload";
@@ -48,7 +49,7 @@ async function resume(store: FileStore, state: UploadState, session: ConsoleSess
 }
 
 function create(): Tus {
-  const store = new FileStore({ directory: uploadSpoolDir(), expirationPeriodInMilliseconds: retentionMs() });
+  const store = new FileStore({ directory: uploadSpoolDir(), expirationPeriodInMilliseconds: transferRetentionMs() });
   const server = new Server({
     path: UPLOAD_PATH,
     datastore: store,
@@ -131,29 +132,24 @@ async function spoolFree(): Promise<number> {
   return fs.bavail * fs.bsize;
 }
 
-/** Below this much free space on the spool's disk, ended uploads are removed whatever their age. */
-function lowDiskBytes(): number {
-  const bytes = Number(process.env.HANGAR_TRANSFER_MIN_FREE_BYTES);
-  return Number.isFinite(bytes) && bytes >= 0 ? bytes : 1024 ** 3;
-}
 
 /**
  * Removes ended uploads (and their spools) older than the retention, or all ended ones when the disk runs low,
  * and uploads left unfinished that long.
  */
 export async function sweepUploads(now = Date.now(), options: { lowDisk?: boolean } = {}): Promise<number> {
-  const lowDisk = options.lowDisk === true || (await spoolFree()) < lowDiskBytes();
+  const lowDisk = options.lowDisk === true || (await spoolFree()) < transferMinFreeBytes();
   const { store } = tus();
   let removed = 0;
   for (const state of await allStates()) {
     if (runningPipeline(state.id) !== undefined) {
       // An upload the browser abandoned: its import waits for bytes that will not come.
       const touched = await stat(spoolFile(state.id)).then((s) => s.mtimeMs, () => state.updated);
-      if (now - touched > retentionMs()) await cancelPipeline(state.id);
+      if (now - touched > transferRetentionMs()) await cancelPipeline(state.id);
       continue;
     }
     const ended = state.status === "done" || state.status === "failed" || state.status === "cancelled";
-    if (now - state.updated < retentionMs() && !(lowDisk && ended)) continue;
+    if (now - state.updated < transferRetentionMs() && !(lowDisk && ended)) continue;
     await removeSpool(store, state.id);
     await removeState(state.id);
     removed++;

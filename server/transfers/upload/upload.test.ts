@@ -282,10 +282,10 @@ test("ended uploads are cleaned up after the retention (HANGAR_TRANSFER_RETENTIO
   await patch(cu, id, 0, junk);
   await until("the refusal", async () => ((await readState(id))?.status === "failed" ? true : undefined));
   process.env.HANGAR_TRANSFER_RETENTION_S = "60";
-  process.env.HANGAR_TRANSFER_MIN_FREE_BYTES = "0";
+  process.env.HANGAR_TRANSFER_MIN_FREE_MB = "0";
   t.after(() => {
     delete process.env.HANGAR_TRANSFER_RETENTION_S;
-    delete process.env.HANGAR_TRANSFER_MIN_FREE_BYTES;
+    delete process.env.HANGAR_TRANSFER_MIN_FREE_MB;
   });
   await sweepUploads(Date.now());
   assert.ok(await readState(id), "kept within the retention");
@@ -293,10 +293,10 @@ test("ended uploads are cleaned up after the retention (HANGAR_TRANSFER_RETENTIO
   const young = uploadId(await createUpload(cu, "young.xva", junk.length));
   await patch(cu, young, 0, junk);
   await until("the refusal", async () => ((await readState(young))?.status === "failed" ? true : undefined));
-  process.env.HANGAR_TRANSFER_MIN_FREE_BYTES = String(2 ** 60);
+  process.env.HANGAR_TRANSFER_MIN_FREE_MB = String(2 ** 40);
   await sweepUploads(Date.now());
   assert.equal(await readState(young), undefined, "removed: the disk is low");
-  process.env.HANGAR_TRANSFER_MIN_FREE_BYTES = "0";
+  process.env.HANGAR_TRANSFER_MIN_FREE_MB = "0";
   await sweepUploads(Date.now() + 61_000);
   assert.equal(await readState(id), undefined);
   assert.ok((await allStates()).every((s) => s.status === "uploading" || s.status === "importing"), "every ended upload older than the retention is gone");
