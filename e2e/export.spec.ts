@@ -46,6 +46,8 @@ function cutDownload(url: string, cookie: string, count: number): Promise<{ etag
 }
 
 test("Export dialog: the browser downloads the toolstack's export; a broken download resumes with Range", async ({ page, baseURL, request }) => {
+  // An import, two exports and their comparisons: on a busy 2-core machine this takes well over the default 30 s.
+  test.setTimeout(120_000);
   const xapi = await XenApiClient.login(toolstackUrl, "root", E2E_PASSWORD, "hangar-e2e");
   const name = `e2e-export-${Date.now()}`;
   await importVm(xapi.session, name);
