@@ -219,8 +219,9 @@ export async function listTasks(xapi: XenApiClient, pluginRoot: string): Promise
   const isRunning = (task: TTask) => task.state === "running" || task.state === "cancelling";
   tasks.sort((a, b) => {
     if (isRunning(a) !== isRunning(b)) return isRunning(a) ? -1 : 1;
+    // Times have a resolution of one second: tasks that finished in the same one go newest-created first.
     const key = (task: TTask) => task.finished ?? task.created;
-    return key(b).localeCompare(key(a));
+    return key(b).localeCompare(key(a)) || b.created.localeCompare(a.created);
   });
   return { tasks, now: new Date(now).toISOString() };
 }
