@@ -44,7 +44,8 @@ async function settled(vmUuid: string): Promise<void> {
   }
 }
 
-test("export downloads: the toolstack's bytes, resumed with Range and curl -C -, refusals in words", async (t) => {
+// A bound: a hang seen once under load (not yet understood) must fail this test, not stall the whole run.
+test("export downloads: the toolstack's bytes, resumed with Range and curl -C -, refusals in words", { timeout: 180_000 }, async (t) => {
   const console = await startConsoleUnderTest(t);
   const server = await serveDownloads();
   t.after(() => server.close());
