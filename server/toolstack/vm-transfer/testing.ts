@@ -120,7 +120,8 @@ export interface HttpAnswer {
 /** One HTTP exchange; the body is a Buffer or a stream (sent chunked unless headers give a length). */
 export function http(url: string, options: { method?: string; headers?: Record<string, string>; body?: Buffer | Readable } = {}): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
-    const request = httpRequest(url, { method: options.method ?? "GET", headers: options.headers }, (response) => {
+    // A connection of its own: a kept-alive one the server is just closing would fail with "socket hang up".
+    const request = httpRequest(url, { method: options.method ?? "GET", headers: options.headers, agent: false }, (response) => {
       collect(response).then((body) => resolve({ status: response.statusCode ?? 0, headers: response.headers, body }), reject);
     });
     request.on("error", reject);

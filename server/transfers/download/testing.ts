@@ -38,7 +38,12 @@ export async function serveDownloads(): Promise<{ url: string; close: () => Prom
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/download/vm`,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    // Every connection goes at the end, busy ones too: a request still waiting on a spool must not hold the test.
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }
 
