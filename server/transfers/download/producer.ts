@@ -242,14 +242,19 @@ export async function continueExport(session: string, meta: SpoolMeta, from: num
   return run(meta, response, from, response.header("task-id") ?? undefined);
 }
 
-function run(meta: SpoolMeta, response: ToolstackAnswer, from: number, task: string | undefined): ExportJob {
+async function run(meta: SpoolMeta, response: ToolstackAnswer, from: number, task: string | undefined): Promise<ExportJob> {
+  // The archive exists before the job is seen: a reader opening it at once must not find it missing.
+  let file: FileHandle;
+  try {
+    file = await open(archivePath(meta.id), from === 0 ? "w" : "r+");
+  } catch (error) {
+    response.cancel();
+    throw new DownloadError(500, `The export's spool cannot be written (${(error as Error).message}).`);
+  }
   const job = new ExportJob(meta, from, task);
   registry.jobs.set(meta.id, job);
   void (async () => {
-    let handle: FileHandle | undefined;
     try {
-      handle = await open(archivePath(meta.id), from === 0 ? "w" : "r+");
-      const file = handle;
       let position = from;
       let nextCheck = from + SPACE_CHECK_BYTES;
       const write = async (chunk: Buffer) => {
@@ -286,7 +291,7 @@ function run(meta: SpoolMeta, response: ToolstackAnswer, from: number, task: str
             : new DownloadError(502, `The export stopped before its end (${(error as Error).message}); download it again to continue it.`);
       job.finish(failure);
     } finally {
-      await handle?.close().catch(() => undefined);
+      await file.close().catch(() => undefined);
       if (registry.jobs.get(meta.id) === job) registry.jobs.delete(meta.id);
     }
   })();
