@@ -268,8 +268,15 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
         {state?.task !== null && state?.task !== undefined && !done && error === null ? <span>import task {Math.round(state.task.progress * 100)}%</span> : null}
       </p>
       {error !== null ? <Alert tone="error" title={`${snap.fileName} was not imported`}>{error}</Alert> : null}
+      <ImportNotice state={state} />
     </li>
   );
+}
+
+/** What a running import waits for (a login after its session ended, a toolstack coming back), in words. */
+function ImportNotice({ state }: { state: UploadSummary | undefined }) {
+  if (state?.status !== "importing" || state.error === null) return null;
+  return <Alert tone="warning">{state.error}</Alert>;
 }
 
 /** An import from URL: the console's download and the import, from its state alone. */
@@ -310,6 +317,7 @@ function ImportUrlRow({ state }: { state: UploadSummary | undefined }) {
         {state.length > 0 ? ` of ${formatBytes(state.length)}` : ""}
       </p>
       {error !== null ? <Alert tone="error" title={`${state.fileName} was not imported`}>{error}</Alert> : null}
+      <ImportNotice state={state} />
     </li>
   );
 }

@@ -1,13 +1,18 @@
 // The user's uploads as the console sees them: the spool's bytes, the import's state and its task.
 import { stat } from "node:fs/promises";
+import { type ConsoleSession, isSessionValid } from "../../auth/session.ts";
+import { runningPipeline } from "../../transfers/upload/pipeline.ts";
 import { allStates, spoolFile } from "../../transfers/upload/state.ts";
 import { type XenApiClient, zTaskRecord } from "../../toolstack/xenapi/client.ts";
 import { describeTaskError } from "../xenapi-error.ts";
 import type { UploadSummary } from "./schema.ts";
 
-export async function listUploads(xapi: XenApiClient, user: string, ids?: readonly string[]): Promise<{ uploads: UploadSummary[] }> {
-  const states = (await allStates()).filter((s) => s.user === user && (ids === undefined || ids.includes(s.id)));
+export async function listUploads(xapi: XenApiClient, session: ConsoleSession, ids?: readonly string[]): Promise<{ uploads: UploadSummary[] }> {
+  const states = (await allStates()).filter((s) => s.user === session.user && (ids === undefined || ids.includes(s.id)));
   states.sort((a, b) => b.created - a.created);
+  // An import whose session ended (logged out elsewhere) goes on in this one: the user is back.
+  const waiting = states.map((s) => runningPipeline(s.id)).filter((p) => p?.waitsForSession === true);
+  if (waiting.length > 0 && (await isSessionValid(session))) for (const pipeline of waiting) await pipeline!.adoptSession(session.session);
   const uploads = await Promise.all(
     states.map(async (s): Promise<UploadSummary> => {
       const received = s.status === "done" ? s.length : await stat(spoolFile(s.id)).then((st) => st.size, () => 0);

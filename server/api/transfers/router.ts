@@ -8,7 +8,7 @@ export const transfersRouter = createTRPCRouter({
   uploads: authedProcedure
     .input(ZListUploadsSchema)
     .output(ZListUploadsResponse)
-    .query(({ ctx, input }) => listUploads(ctx.xapi, ctx.session.user, input?.ids)),
+    .query(({ ctx, input }) => listUploads(ctx.xapi, ctx.session, input?.ids)),
   /** The console fetches an http(s) URL into the same pipeline as an upload. */
   importFromUrl: authedProcedure
     .input(ZImportFromUrlSchema)

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { describeTaskError } from "../../api/xenapi-error.ts";
 import { toolstackUrl } from "../../config.ts";
 import { taskResult, XenApiClient, zTaskRecord, type TaskRecord } from "../../toolstack/xenapi/client.ts";
+import { XenApiError } from "../../toolstack/xenapi/errors.ts";
 import { readState, spoolFile, type UploadState, writeState } from "./state.ts";
 
 const READ_CHUNK = 1024 * 1024;
@@ -22,6 +23,9 @@ const RETRY_DELAYS_MS = [500, 1000, 2000, 5000, 10_000];
 const MAX_BROKEN_MS = 10 * 60_000;
 
 class Cancelled extends Error {}
+
+/** The toolstack session the import runs in has ended (logged out, expired): only a new one can go on. */
+const SESSION_ENDED = "the console session that started it has ended (logged out or expired): log in again and the upload resumes";
 
 /** Process-wide, and kept across hot reloads in development (one pipeline per upload, whatever reloads). */
 const registry = ((globalThis as { __hangarUploadPipelines?: Map<string, ImportPipeline> }).__hangarUploadPipelines ??= new Map());
@@ -70,6 +74,9 @@ export class ImportPipeline {
   private readonly abort = new AbortController();
   private wake: (() => void) | undefined;
   private request: ClientRequest | undefined;
+  /** The last attempt found the session ended: waiting for the user to log in again. */
+  private sessionEnded = false;
+  private retryNow: (() => void) | undefined;
 
   constructor(state: UploadState, hooks: PipelineHooks) {
     this.state = state;
@@ -78,6 +85,18 @@ export class ImportPipeline {
 
   notify(): void {
     this.wake?.();
+  }
+
+  /** A session of the same user (the browser's next request, or its page polling) replaces one that has ended. */
+  get waitsForSession(): boolean {
+    return this.sessionEnded;
+  }
+
+  async adoptSession(session: string): Promise<void> {
+    if (!this.sessionEnded || session === this.state.session) return;
+    this.sessionEnded = false;
+    await this.save({ session });
+    this.retryNow?.();
   }
 
   private async save(change: Partial<UploadState>): Promise<void> {
@@ -106,16 +125,13 @@ export class ImportPipeline {
   async run(): Promise<void> {
     let brokenSince: number | undefined;
     let retry = 0;
-    // A task from before a console restart may still wait for bytes that will never come: cancel it (the
-    // toolstack undoes what it made), then import afresh from the spool.
-    if (this.state.task !== null) await this.xapi().call(z.unknown(), "task.cancel", this.state.task).catch(() => undefined);
     while (!this.abort.signal.aborted) {
       let outcome: Outcome;
       try {
-        outcome = await this.attempt();
+        outcome = (await this.earlierImport()) ?? (await this.attempt());
       } catch (error) {
         if (this.abort.signal.aborted) return;
-        outcome = { kind: "broken", reason: (error as Error).message };
+        outcome = { kind: "broken", reason: brokenReason(error) };
       }
       if (this.abort.signal.aborted) return;
       if (outcome.kind === "done") {
@@ -131,13 +147,37 @@ export class ImportPipeline {
       }
       brokenSince ??= Date.now();
       if (Date.now() - brokenSince > MAX_BROKEN_MS) {
-        await this.save({ status: "failed", error: `The import stream to the toolstack kept breaking (${outcome.reason}); upload the file again.` });
+        const error = outcome.reason === SESSION_ENDED ? "The import stopped: the console session that started it ended, and no one logged in again to resume it within 10 minutes. Upload the file again." : `The import stream to the toolstack kept breaking (${outcome.reason}); upload the file again.`;
+        await this.save({ status: "failed", error });
         await this.hooks.removeSpool(this.state.id).catch(() => undefined);
         return;
       }
       console.warn(`upload ${this.state.id}: the import stream broke (${outcome.reason}); importing again from the spool`);
-      await delay(RETRY_DELAYS_MS[Math.min(retry++, RETRY_DELAYS_MS.length - 1)]!, this.abort.signal).catch(() => undefined);
+      // Shown to the user while it waits (the status stays "importing").
+      this.sessionEnded = outcome.reason === SESSION_ENDED;
+      if (this.sessionEnded) await this.save({ error: `Waiting: ${SESSION_ENDED}.` });
+      const wait = new AbortController();
+      this.retryNow = () => wait.abort();
+      await delay(RETRY_DELAYS_MS[Math.min(retry++, RETRY_DELAYS_MS.length - 1)]!, AbortSignal.any([this.abort.signal, wait.signal])).catch(() => undefined);
+      this.retryNow = undefined;
     }
+  }
+
+  /**
+   * The import an earlier attempt started (before a console restart, or a session that ended): done if its
+   * task succeeded meanwhile (its stream needed no session to finish), so the file is not imported twice;
+   * one still pending may wait for bytes that will never come and is cancelled (the toolstack undoes it).
+   */
+  private async earlierImport(): Promise<Outcome | undefined> {
+    const task = this.state.task;
+    if (task === null) return undefined;
+    const record = await this.xapi().call(zTaskRecord, "task.get_record", task).catch((error: unknown) => {
+      if (error instanceof XenApiError && error.code === "SESSION_INVALID") throw error;
+      return undefined;
+    });
+    if (record?.status === "success") return this.outcomeOf(record, undefined);
+    if (record?.status === "pending") await this.xapi().call(z.unknown(), "task.cancel", task).catch(() => undefined);
+    return undefined;
   }
 
   /** One import: a fresh task, the spool streamed from byte 0 as it grows, and how it ended. */
@@ -188,11 +228,12 @@ export class ImportPipeline {
               const text = Buffer.concat(chunks).toString("utf8").trim();
               // 5xx or an unreachable host is the toolstack's trouble, not the archive's: import again.
               if ((response.statusCode ?? 0) >= 500) settle({ kind: "broken", reason: `HTTP ${response.statusCode}: ${text}` });
+              else if (response.statusCode === 401 || text.startsWith("SESSION_INVALID")) settle({ kind: "broken", reason: SESSION_ENDED });
               else settle({ kind: "refused", error: text === "" ? `The toolstack refused the import (HTTP ${response.statusCode}).` : text });
               return;
             }
             // The body ended: the task holds the outcome.
-            void this.finalTask(xapi, task).then((record) => settle(this.outcomeOf(record, broken)), (error: Error) => settle({ kind: "broken", reason: error.message }));
+            void this.finalTask(xapi, task).then((record) => settle(this.outcomeOf(record, broken)), (error: unknown) => settle({ kind: "broken", reason: brokenReason(error) }));
           });
         });
         body.pipe(request);
@@ -286,6 +327,11 @@ export class ImportPipeline {
       await handle?.close();
     }
   }
+}
+
+/** Why an attempt broke, in words; an ended session is told apart (only the user logging in again helps). */
+function brokenReason(error: unknown): string {
+  return error instanceof XenApiError && error.code === "SESSION_INVALID" ? SESSION_ENDED : (error as Error).message;
 }
 
 function delay(ms: number, signal?: AbortSignal): Promise<void> {

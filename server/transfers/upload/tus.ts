@@ -41,7 +41,9 @@ async function removeSpool(store: FileStore, id: string): Promise<void> {
 
 /** The upload's pipeline, started (again) if it is not running: after a console restart, the browser's resume does it. */
 async function resume(store: FileStore, state: UploadState, session: ConsoleSession): Promise<void> {
-  if (runningPipeline(state.id) !== undefined || state.status === "done" || state.status === "failed" || state.status === "cancelled") return;
+  const running = runningPipeline(state.id);
+  if (running !== undefined) return running.adoptSession(session.session);
+  if (state.status === "done" || state.status === "failed" || state.status === "cancelled") return;
   // The browser's session is the live one: an older one may have ended meanwhile.
   const fresh = { ...state, session: session.session };
   await writeState(fresh);

@@ -331,3 +331,40 @@ test("cancel (tus DELETE) stops the import: the task ends, the toolstack undoes 
   const after = await patch(cu, id, 2 * MiB, xva.subarray(2 * MiB));
   assert.ok(after.status === 404 || after.status === 410, `HTTP ${after.status}`);
 });
+
+test("a logout mid-import: the import waits in words, and goes on in the session of the user's next login, imported once", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const { logIn, SESSION_COOKIE } = await import("../../auth/session.ts");
+  const { createCaller } = await import("../../api/root.ts");
+  const { createTRPCContext } = await import("../../api/trpc.ts");
+  const disk = testDisk();
+  const xva = await collect(testXva({ name: "outlives a logout", disks: [disk] }));
+  const id = uploadId(await createUpload(cu, "logout.xva", xva.length));
+  const half = Math.floor(xva.length / 2);
+  assert.equal((await patch(cu, id, 0, xva.subarray(0, half))).status, 204);
+  const { task } = await until("the import task", async () => ((await readState(id))?.task ? await readState(id) : undefined));
+  await until("the import to read the first bytes", async () => ((await cu.xapi.call(z.number(), "task.get_progress", task)) > 0 ? true : undefined));
+  // Logged out in another tab: the stream already open goes on, but nothing else works in that session.
+  await cu.xapi.logout();
+  assert.equal((await patch(cu, id, half, xva.subarray(half))).status, 204);
+  const waiting = await until("the import to wait for a login", async () => {
+    const s = await readState(id);
+    return s?.error?.startsWith("Waiting") ? s : undefined;
+  });
+  assert.equal(waiting.status, "importing");
+  assert.match(waiting.error!, /log in again/);
+  // The user logs in again and the VMs page polls its uploads: the import goes on in the new session.
+  const again = await logIn("root", (await import("../../toolstack/testing.ts")).ROOT_PASSWORD);
+  const headers = new Headers({ cookie: `${SESSION_COOKIE}=${again.cookie}` });
+  const caller = createCaller(createTRPCContext({ headers }));
+  await caller.transfers.uploads({ ids: [id] });
+  const done = await until("the import to finish", async () => {
+    const s = await readState(id);
+    return s?.status === "done" || s?.status === "failed" ? s : undefined;
+  });
+  assert.equal(done.status, "done", done.error ?? "");
+  assert.equal(done.error, null);
+  const xapi = new (await import("../../toolstack/xenapi/client.ts")).XenApiClient(cu.xapi.url, again.session.session);
+  // The import finished while nobody was logged in: it is not imported a second time.
+  assert.equal((await xapi.call(z.array(z.string()), "VM.get_by_name_label", "outlives a logout")).length, 1);
+});
