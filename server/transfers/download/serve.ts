@@ -6,20 +6,32 @@
 // Content-Range. A spool that is not complete (its producer broke, or the console restarted) is continued
 // from the toolstack with `offset` + `etag`; a VM changed since gets the whole new export (200).
 import { open } from "node:fs/promises";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { z } from "zod";
 import { sessionFromHeaders } from "../../auth/session.ts";
 import { addReader, continueExport, DownloadError, type ExportJob, runningJob, startExport } from "./producer.ts";
 import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
 
-const CHUNK = 4 * 1024 * 1024;
+/** Bytes per read of the spool: large reads, few syscalls; a few of them are buffered per download. */
+const CHUNK = 1024 * 1024;
 const ZUuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
 const ZQuery = z.object({
   compression: ZCompression.default("none"),
   task: z.string().regex(/^OpaqueRef:[\w-]+$/, "not a task reference").optional(),
 });
 
-function textResponse(status: number, message: string, headers: Record<string, string> = {}): Response {
-  return new Response(`${message}\n`, { status, headers: { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store", ...headers } });
+/** What the route answers: a status, headers, and a body (text, or a stream of the spool). */
+interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: string | Readable | null;
+}
+
+function textAnswer(status: number, message: string, headers: Record<string, string> = {}): Answer {
+  const body = `${message}\n`;
+  return { status, headers: { "content-type": "text/plain; charset=utf-8", "content-length": String(Buffer.byteLength(body)), "cache-control": "no-store", ...headers }, body };
 }
 
 /** `bytes=N-` or `bytes=N-M` (one range); undefined for none, null for a form this route does not serve. */
@@ -55,57 +67,43 @@ function representationHeaders(meta: SpoolMeta, task: string | undefined): Recor
 
 /**
  * The spool's bytes from `start` (to `end` inclusive, or its end), following the export while `job` still
- * writes it. Pull-based: the next read happens when the browser has taken the last one.
+ * writes it. Pull-based: the next read happens when the client has taken the last ones.
  */
-function spoolBody(meta: SpoolMeta, job: ExportJob | undefined, start: number, end: number | undefined, signal: AbortSignal): ReadableStream<Uint8Array> {
+function spoolBody(meta: SpoolMeta, job: ExportJob | undefined, start: number, end: number | undefined): Readable {
   let position = start;
   const release = addReader(meta.id);
   const handle = open(archivePath(meta.id), "r");
-  const close = async () => {
-    release();
-    await (await handle.catch(() => undefined))?.close().catch(() => undefined);
-  };
-  signal.addEventListener("abort", () => void close(), { once: true });
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        try {
-          const file = await handle;
-          for (;;) {
-            const want = end === undefined ? CHUNK : Math.min(CHUNK, end + 1 - position);
-            if (want <= 0) {
-              controller.close();
-              await close();
-              return;
-            }
-            const buffer = Buffer.allocUnsafeSlow(want);
-            const { bytesRead } = await file.read(buffer, 0, want, position);
-            if (bytesRead > 0) {
-              position += bytesRead;
-              controller.enqueue(new Uint8Array(buffer.buffer, 0, bytesRead));
-              return;
-            }
-            if (job === undefined || (job.status === "complete" && position >= job.written)) {
-              controller.close();
-              await close();
-              return;
-            }
-            if (job.status === "failed") throw job.error ?? new Error("the export failed");
-            await job.waitBeyond(position);
+  // An unhandled rejection until read() or destroy() looks at it.
+  handle.catch(() => undefined);
+  return new Readable({
+    highWaterMark: 4 * CHUNK,
+    async read() {
+      try {
+        const file = await handle;
+        for (;;) {
+          const want = end === undefined ? CHUNK : Math.min(CHUNK, end + 1 - position);
+          if (want <= 0) return void this.push(null);
+          const buffer = Buffer.allocUnsafeSlow(want);
+          const { bytesRead } = await file.read(buffer, 0, want, position);
+          if (bytesRead > 0) {
+            position += bytesRead;
+            this.push(bytesRead === want ? buffer : buffer.subarray(0, bytesRead));
+            return;
           }
-        } catch (error) {
-          // An error mid-body cuts the connection: the browser sees an interrupted download it can resume.
-          controller.error(error);
-          await close();
+          if (job === undefined || (job.status === "complete" && position >= job.written)) return void this.push(null);
+          if (job.status === "failed") throw job.error ?? new Error("the export failed");
+          await job.waitBeyond(position);
         }
-      },
-      async cancel() {
-        await close();
-      },
+      } catch (error) {
+        // An error mid-body cuts the connection: the client sees an interrupted download it can resume.
+        this.destroy(error as Error);
+      }
     },
-    // A few chunks read ahead: the disk read overlaps the send, memory stays a few MiB per download.
-    { highWaterMark: 2 },
-  );
+    destroy(error, callback) {
+      release();
+      handle.then((file) => file.close()).catch(() => undefined).finally(() => callback(error));
+    },
+  });
 }
 
 /** The spool a Range request continues: the one its If-Range names, else its task's, else the latest of the VM. */
@@ -123,20 +121,21 @@ async function findSpool(vmUuid: string, compression: Compression, ifRange: stri
 }
 
 /** The whole export as it is produced (200, no length yet: chunked). */
-function streaming(job: ExportJob, signal: AbortSignal): Response {
-  return new Response(spoolBody(job.meta, job, 0, undefined, signal), { status: 200, headers: representationHeaders(job.meta, job.task) });
+function streaming(job: ExportJob): Answer {
+  return { status: 200, headers: representationHeaders(job.meta, job.task), body: spoolBody(job.meta, job, 0, undefined) };
 }
 
 /** A complete spool: the whole (200) or a range (206), with lengths. */
-function fromCompleteSpool(meta: SpoolMeta, size: number, range: { start: number; end: number | undefined } | undefined, signal: AbortSignal): Response {
+function fromCompleteSpool(meta: SpoolMeta, size: number, range: { start: number; end: number | undefined } | undefined): Answer {
   const headers = representationHeaders(meta, meta.task);
-  if (range === undefined) return new Response(spoolBody(meta, undefined, 0, size - 1, signal), { status: 200, headers: { ...headers, "content-length": String(size) } });
-  if (range.start >= size) return textResponse(416, `The export has ${size} bytes: there is nothing from byte ${range.start}.`, { "content-range": `bytes */${size}`, "accept-ranges": "bytes", etag: meta.etag });
+  if (range === undefined) return { status: 200, headers: { ...headers, "content-length": String(size) }, body: spoolBody(meta, undefined, 0, size - 1) };
+  if (range.start >= size) return textAnswer(416, `The export has ${size} bytes: there is nothing from byte ${range.start}.`, { "content-range": `bytes */${size}`, "accept-ranges": "bytes", etag: meta.etag });
   const end = Math.min(range.end ?? size - 1, size - 1);
-  return new Response(spoolBody(meta, undefined, range.start, end, signal), {
+  return {
     status: 206,
     headers: { ...headers, "content-range": `bytes ${range.start}-${end}/${size}`, "content-length": String(end - range.start + 1) },
-  });
+    body: spoolBody(meta, undefined, range.start, end),
+  };
 }
 
 /** The spool made complete: waits for its producer, or continues it from the toolstack; undefined when the VM changed (412). */
@@ -156,23 +155,22 @@ async function completed(session: string, entry: SpoolEntry): Promise<{ meta: Sp
   return { meta: job.meta, size: job.written };
 }
 
-/** The route: see the comment at the top. `file` is the last path segment (`<vm uuid>.xva`). */
-export async function serveExportDownload(request: Request, file: string): Promise<Response> {
-  const session = sessionFromHeaders(request.headers);
-  if (session === undefined) return textResponse(401, "Log in to the console to download an export.");
+/** The route's answer: see the comment at the top. `file` is the last path segment (`<vm uuid>.xva`). */
+async function answer(method: string, url: URL, headers: Headers, file: string): Promise<Answer> {
+  const session = sessionFromHeaders(headers);
+  if (session === undefined) return textAnswer(401, "Log in to the console to download an export.");
   const uuid = ZUuid.safeParse(decodeURIComponent(file).replace(/\.xva$/i, ""));
-  if (!uuid.success || !/\.xva$/i.test(file)) return textResponse(404, `There is no export at ${file}: the address is /api/download/vm/<VM UUID>.xva.`);
-  const url = new URL(request.url);
+  if (!uuid.success || !/\.xva$/i.test(file)) return textAnswer(404, `There is no export at ${file}: the address is /api/download/vm/<VM UUID>.xva.`);
   const query = ZQuery.safeParse(Object.fromEntries(url.searchParams));
   if (!query.success) {
     const issue = query.error.issues[0]!;
-    return textResponse(400, `Bad ${issue.path.join(".")}: ${issue.path[0] === "compression" ? "use none, gzip or zstd" : issue.message}.`);
+    return textAnswer(400, `Bad ${issue.path.join(".")}: ${issue.path[0] === "compression" ? "use none, gzip or zstd" : issue.message}.`);
   }
   const { compression, task } = query.data;
   const vmUuid = uuid.data.toLowerCase();
-  if (request.method === "HEAD") return new Response(null, { status: 200, headers: { "content-type": "application/octet-stream", "accept-ranges": "bytes", "cache-control": "no-store" } });
-  const range = parseRange(request.headers.get("range"));
-  const ifRange = request.headers.get("if-range");
+  if (method === "HEAD") return { status: 200, headers: { "content-type": "application/octet-stream", "accept-ranges": "bytes", "cache-control": "no-store" }, body: null };
+  const range = parseRange(headers.get("range"));
+  const ifRange = headers.get("if-range");
   try {
     if (range !== undefined && range !== null) {
       const entry = await findSpool(vmUuid, compression, ifRange, task);
@@ -180,7 +178,7 @@ export async function serveExportDownload(request: Request, file: string): Promi
         const done = await completed(session.session, entry);
         if (done !== undefined) {
           await touchSpool(done.meta.id);
-          return fromCompleteSpool(done.meta, done.size, range, request.signal);
+          return fromCompleteSpool(done.meta, done.size, range);
         }
       }
       // No spool of that export (or the VM changed since it): the whole current export, as for a plain GET.
@@ -189,10 +187,10 @@ export async function serveExportDownload(request: Request, file: string): Promi
       const mine = (await listSpools()).find((entry) => entry.meta.task === task && entry.meta.vmUuid === vmUuid);
       if (mine !== undefined) {
         const job = runningJob(mine.meta.id);
-        if (job !== undefined) return streaming(job, request.signal);
+        if (job !== undefined) return streaming(job);
         if (mine.meta.size !== null) {
           await touchSpool(mine.meta.id);
-          return fromCompleteSpool(mine.meta, mine.meta.size, undefined, request.signal);
+          return fromCompleteSpool(mine.meta, mine.meta.size, undefined);
         }
       }
     }
@@ -204,9 +202,32 @@ export async function serveExportDownload(request: Request, file: string): Promi
       if (!(error instanceof DownloadError && task !== undefined && (error.code === "OPERATION_NOT_ALLOWED" || (error.code === "HANDLE_INVALID" && !error.message.includes("VM"))))) throw error;
       job = await startExport({ session: session.session, vmUuid, compression });
     }
-    return streaming(job, request.signal);
+    return streaming(job);
   } catch (error) {
-    if (error instanceof DownloadError) return textResponse(error.status, error.message);
-    return textResponse(500, `The download failed: ${(error as Error).message}`);
+    if (error instanceof DownloadError) return textAnswer(error.status, error.message);
+    return textAnswer(500, `The download failed: ${(error as Error).message}`);
   }
+}
+
+/**
+ * The route on Node's own request and response (a Pages API route): the headers go out as given — Content-Length
+ * included, which App Router handlers drop — and the spool is piped with the socket's backpressure.
+ */
+export async function serveExportDownload(request: IncomingMessage, response: ServerResponse, file: string): Promise<void> {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) if (typeof value === "string") headers.set(name, value);
+  const method = request.method ?? "GET";
+  if (method !== "GET" && method !== "HEAD") {
+    const refused = textAnswer(405, `${method} is not served here: use GET.`, { allow: "GET, HEAD" });
+    response.writeHead(refused.status, refused.headers).end(refused.body);
+    return;
+  }
+  const reply = await answer(method, new URL(request.url ?? "/", "http://console"), headers, file);
+  response.writeHead(reply.status, reply.headers);
+  if (reply.body === null || typeof reply.body === "string") {
+    response.end(reply.body ?? undefined);
+    return;
+  }
+  // A client gone, or the spool failing mid-body, ends in a cut connection: a download the client can resume.
+  await pipeline(reply.body, response).catch(() => response.destroy());
 }

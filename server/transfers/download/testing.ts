@@ -1,40 +1,23 @@
-// Test helpers for export downloads: the route served over real HTTP (as Next serves it: a Request in, the
-// Response's body streamed out), and a VM with data to export, imported through the toolstack's /import.
+// Test helpers for export downloads: the route served over real HTTP (Node's request and response, as the
+// Pages API route gets them), and a VM with data to export, imported through the toolstack's /import.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
-import type { ReadableStream as NodeWebReadableStream } from "node:stream/web";
 import { z } from "zod";
 import type { TestToolstack } from "../../toolstack/storage-testing.ts";
 import { collect, http, MiB, patternBlock, type TestDisk, testXva } from "../../toolstack/vm-transfer/testing.ts";
 import { parseXmlRpcValue } from "../../toolstack/xenapi/xml-rpc.ts";
 import { serveExportDownload } from "./serve.ts";
 
-/** serveExportDownload on a port of 127.0.0.1 at /api/download/vm/<file>; closed with `close()`. */
+/** serveExportDownload (as the Pages API route runs it) on a port of 127.0.0.1 at /api/download/vm/<file>. */
 export async function serveDownloads(): Promise<{ url: string; close: () => Promise<void> }> {
   const server: Server = createServer((req, res) => {
-    const abort = new AbortController();
-    res.once("close", () => abort.abort());
     const file = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname.split("/").pop() ?? "");
-    const headers = new Headers();
-    for (const [key, value] of Object.entries(req.headers)) if (typeof value === "string") headers.set(key, value);
-    void (async () => {
-      try {
-      const response = await serveExportDownload(new Request(`http://127.0.0.1${req.url}`, { method: req.method, headers, signal: abort.signal }), file);
-      res.writeHead(response.status, Object.fromEntries(response.headers));
-      if (response.body === null) return res.end();
-      await pipeline(Readable.fromWeb(response.body as NodeWebReadableStream<Uint8Array>), res).catch(() => res.destroy());
-      } catch (error) {
-        // The route answers every failure itself: one that escapes is a bug the test should show.
-        process.stderr.write(`serveExportDownload threw: ${(error as Error).stack ?? String(error)}\n`);
-        res.destroy();
-      }
-    })();
+    serveExportDownload(req, res, file).catch((error: unknown) => {
+      // The route answers every failure itself: one that escapes is a bug the test should show.
+      process.stderr.write(`serveExportDownload threw: ${(error as Error).stack ?? String(error)}\n`);
+      res.destroy();
+    });
   });
-  // Clients here keep connections alive (Node's default agent): a server closing an idle one just as it is
-  // reused would reset a test's request.
-  server.keepAliveTimeout = 120_000;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/download/vm`,
