@@ -123,6 +123,18 @@ export function removeUploadSpool(id: string): Promise<void> {
   return removeSpool(tus().store, id);
 }
 
+/**
+ * After a console restart: an upload whose bytes all arrived has no browser request left to restart its
+ * import (the others restart on the browser's resume), so its import starts again from the spool here.
+ */
+export async function resumeCompleteUploads(): Promise<void> {
+  for (const state of await allStates()) {
+    if (state.source !== "upload" || (state.status !== "uploading" && state.status !== "importing") || runningPipeline(state.id) !== undefined) continue;
+    const have = await stat(spoolFile(state.id)).then((info) => info.size, () => 0);
+    if (have >= state.length) ensurePipeline(state, { removeSpool: removeUploadSpool });
+  }
+}
+
 /** The route handler: tus's web handler, bound (it uses `this`). */
 export function handleUpload(req: Request): Promise<Response> {
   return tus().server.handleWeb(req);

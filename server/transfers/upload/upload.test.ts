@@ -368,3 +368,32 @@ test("a logout mid-import: the import waits in words, and goes on in the session
   // The import finished while nobody was logged in: it is not imported a second time.
   assert.equal((await xapi.call(z.array(z.string()), "VM.get_by_name_label", "outlives a logout")).length, 1);
 });
+
+test("after a console restart, an upload whose bytes all arrived is imported without the browser", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const disk = testDisk();
+  const xva = await collect(testXva({ name: "all in before the restart", disks: [disk] }));
+  const id = uploadId(await createUpload(cu, "complete.xva", xva.length));
+  const half = Math.floor(xva.length / 2);
+  assert.equal((await patch(cu, id, 0, xva.subarray(0, half))).status, 204);
+  await until("the first import", async () => ((await readState(id))?.task ? true : undefined));
+  // The console goes away as the last bytes land in the spool: no browser request will come again.
+  const registry = (globalThis as { __hangarUploadPipelines?: Map<string, { stop(): void; state: { task: string | null } }> }).__hangarUploadPipelines!;
+  for (const pipeline of registry.values()) {
+    pipeline.state.task = null;
+    pipeline.stop();
+  }
+  registry.clear();
+  const { appendFile } = await import("node:fs/promises");
+  await appendFile(spoolFile(id), xva.subarray(half));
+  const { resumeCompleteUploads } = await import("./tus.ts");
+  await resumeCompleteUploads();
+  const done = await until("the import to finish", async () => {
+    const s = await readState(id);
+    return s?.status === "done" || s?.status === "failed" ? s : undefined;
+  });
+  assert.equal(done.status, "done", done.error ?? "");
+  assert.equal((await vmNamed(cu, "all in before the restart")).length, 1);
+  const [vdi] = await disksOf(cu, done.vms[0]!);
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+});

@@ -2,13 +2,14 @@
 // a browser upload imports it while it arrives (when the size is known up front; otherwise once it is in).
 import { randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { rm } from "node:fs/promises";
+import { rm, stat, truncate } from "node:fs/promises";
+import type { IncomingMessage } from "node:http";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ConsoleSession } from "../../auth/session.ts";
 import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
 import { cancelPipeline, ensurePipeline, notifyUpload, runningPipeline } from "../upload/pipeline.ts";
-import { readState, spoolFile, type UploadState, writeState } from "../upload/state.ts";
+import { allStates, readState, spoolFile, type UploadState, writeState } from "../upload/state.ts";
 import { removeUploadSpool } from "../upload/tus.ts";
 import { checkUpload, IMPORTABLE_NAME, UploadRefusal } from "../upload/validate.ts";
 import { parseImportUrl, safeGet, UrlRefusal } from "./safe-fetch.ts";
@@ -52,13 +53,22 @@ export async function startUrlImport(xapi: XenApiClient, session: ConsoleSession
   const now = Date.now();
   const state: UploadState = { id, fileName, fingerprint: url.toString(), sr: target.ref, srName: target.name, length: length ?? 0, user: session.user, session: session.session, task: null, attempts: 0, status: "uploading", error: null, vms: [], created: now, updated: now, source: "url", url: url.toString() };
   await writeState(state);
-  const hooks = { removeSpool: removeUploadSpool };
+  fetchInto(state, abort, response, 0);
+  return { id };
+}
+
+/**
+ * The rest of a URL import: the body into the spool from `from`, the import run while it arrives (known
+ * size) or once it is all in, a failure recorded in words with the spool removed.
+ */
+function fetchInto(state: UploadState, abort: AbortController, response: IncomingMessage, from: number): void {
+  const { id } = state;
+  const known = state.length > 0;
   downloads.set(id, abort);
-  // Known size: import while downloading.
-  if (length !== undefined) ensurePipeline(state, hooks);
-  void download(state, response, length).finally(() => downloads.delete(id)).then(
+  if (known) ensurePipeline(state, hooks);
+  void download(state, response, known ? state.length : undefined, from).finally(() => downloads.delete(id)).then(
     async (received) => {
-      if (length === undefined) {
+      if (!known) {
         const current = (await readState(id)) ?? state;
         const complete = { ...current, length: received };
         await writeState(complete);
@@ -69,16 +79,49 @@ export async function startUrlImport(xapi: XenApiClient, session: ConsoleSession
       if (abort.signal.aborted) return;
       if (runningPipeline(id) !== undefined) await cancelPipeline(id);
       const current = (await readState(id)) ?? state;
-      await writeState({ ...current, status: "failed", error: error instanceof UrlRefusal ? error.message : `The download from ${url.host} failed: ${error.message}` });
+      await writeState({ ...current, status: "failed", error: error instanceof UrlRefusal ? error.message : `The download from ${new URL(state.url ?? "http://unknown").host} failed: ${error.message}` });
       await rm(spoolFile(id), { force: true });
     },
   );
-  return { id };
+}
+
+const hooks = { removeSpool: removeUploadSpool };
+
+/**
+ * After a console restart: each URL import it was fetching goes on — from the bytes already in its spool when
+ * the server serves ranges, else from the start — and its import starts again from the spool.
+ */
+export async function resumeUrlImports(): Promise<void> {
+  for (const state of await allStates()) {
+    if (state.source !== "url" || state.url === null || (state.status !== "uploading" && state.status !== "importing") || downloads.has(state.id)) continue;
+    const have = await stat(spoolFile(state.id)).then((info) => info.size, () => 0);
+    if (state.length > 0 && have >= state.length) {
+      ensurePipeline(state, hooks);
+      continue;
+    }
+    const abort = new AbortController();
+    try {
+      // Unknown length: the bytes so far cannot be checked against anything; fetch it all again.
+      const { response, resumedAt } = await safeGet(new URL(state.url), abort.signal, state.length > 0 ? have : 0);
+      if (resumedAt === 0) {
+        const length = Number(response.headers["content-length"] ?? 0);
+        if (state.length > 0 && length !== state.length) {
+          response.destroy();
+          throw new UrlRefusal(`the file at the URL changed (${length} bytes now, ${state.length} before)`);
+        }
+        await truncate(spoolFile(state.id), 0).catch(() => undefined);
+      }
+      fetchInto(state, abort, response, resumedAt);
+    } catch (error) {
+      await writeState({ ...state, status: "failed", error: error instanceof UrlRefusal ? `The import could not go on after the console restarted: ${error.message}` : `The import could not go on after the console restarted (${(error as Error).message}).` });
+      await rm(spoolFile(state.id), { force: true });
+    }
+  }
 }
 
 /** The body into the spool, each chunk announced to the import; the size limit and the idle timeout enforced. */
-async function download(state: UploadState, response: import("node:http").IncomingMessage, length: number | undefined): Promise<number> {
-  let received = 0;
+async function download(state: UploadState, response: IncomingMessage, length: number | undefined, from: number): Promise<number> {
+  let received = from;
   const limit = length;
   response.socket.setTimeout(IDLE_TIMEOUT_MS, () => response.destroy(new UrlRefusal(`The download stalled for ${IDLE_TIMEOUT_MS / 1000} s.`)));
   const counter = new Transform({
@@ -88,7 +131,8 @@ async function download(state: UploadState, response: import("node:http").Incomi
       callback(null, chunk);
     },
   });
-  const out = createWriteStream(spoolFile(state.id));
+  // From 0 the spool is written afresh (a server that sent the whole file again); else appended at `from`.
+  const out = createWriteStream(spoolFile(state.id), from > 0 ? { flags: "r+", start: from } : {});
   out.on("drain", () => notifyUpload(state.id));
   const ticker = setInterval(() => notifyUpload(state.id), 200);
   try {

@@ -73,8 +73,12 @@ export function parseImportUrl(text: string): URL {
   return url;
 }
 
-/** GET `url`, redirects followed (each hop checked); the answer's status is 200 or a refusal in words. */
-export async function safeGet(start: URL, signal: AbortSignal): Promise<{ response: IncomingMessage; url: URL }> {
+/**
+ * GET `url`, redirects followed (each hop checked); the answer's status is 200 or a refusal in words. With
+ * `from` > 0 the bytes from there are asked for: `resumedAt` is `from` when the server sent them (206), 0 when
+ * it sent the whole file again (200).
+ */
+export async function safeGet(start: URL, signal: AbortSignal, from = 0): Promise<{ response: IncomingMessage; url: URL; resumedAt: number }> {
   let url = start;
   for (let hop = 0; ; hop++) {
     const target = await checkedAddress(url);
@@ -83,7 +87,7 @@ export async function safeGet(start: URL, signal: AbortSignal): Promise<{ respon
       const request = send(url, {
         method: "GET",
         signal,
-        headers: { "user-agent": "hangar-console", accept: "*/*" },
+        headers: { "user-agent": "hangar-console", accept: "*/*", ...(from > 0 ? { range: `bytes=${from}-` } : {}) },
         // Connect to the address that was checked (the Host header and TLS name stay the URL's).
         lookup: ((_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) =>
           options.all === true ? callback(null, [{ address: target.address, family: target.family }]) : callback(null, target.address, target.family)) as never,
@@ -106,10 +110,11 @@ export async function safeGet(start: URL, signal: AbortSignal): Promise<{ respon
       url = parseImportUrl(new URL(response.headers.location, url).toString());
       continue;
     }
+    if (status === 206 && from > 0 && new RegExp(`^bytes ${from}-\\d+/\\d+$`).test(response.headers["content-range"] ?? "")) return { response, url, resumedAt: from };
     if (status !== 200) {
       response.resume();
       throw new UrlRefusal(`${url.host} answered HTTP ${status} for ${url.pathname}.`);
     }
-    return { response, url };
+    return { response, url, resumedAt: 0 };
   }
 }

@@ -113,3 +113,62 @@ test("an import from URL can be cancelled mid-download: the import is undone, th
   assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", state.task), "pending");
   await assert.rejects(cu.caller.transfers.cancel({ id }), /already ended/);
 });
+
+test("after a console restart an import from URL goes on: the rest fetched with Range, imported once, the same bytes", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  process.env.HANGAR_IMPORT_URL_ALLOW_PRIVATE = "1";
+  t.after(() => delete process.env.HANGAR_IMPORT_URL_ALLOW_PRIVATE);
+  const blocks = new Map<number, Buffer>([[0, patternBlock(4)], [3, patternBlock(5)], [7, patternBlock(6)]]);
+  const disk = { size: 8 * MiB, blocks };
+  const xva = await collect(testXva({ name: "outlives a console restart", disks: [disk] }));
+  const ranges: Array<string | undefined> = [];
+  // The first answer sends 1 MiB and holds the rest (the console dies meanwhile); later ones serve ranges.
+  const server = createServer((request, response) => {
+    ranges.push(request.headers.range);
+    const match = /^bytes=(\d+)-$/.exec(request.headers.range ?? "");
+    if (match === null) {
+      response.writeHead(200, { "content-length": xva.length, "accept-ranges": "bytes" });
+      response.write(xva.subarray(0, MiB));
+      return;
+    }
+    const from = Number(match[1]);
+    response.writeHead(206, { "content-length": xva.length - from, "content-range": `bytes ${from}-${xva.length - 1}/${xva.length}` });
+    response.end(xva.subarray(from));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const { id } = await cu.caller.transfers.importFromUrl({ url: `http://127.0.0.1:${(server.address() as { port: number }).port}/vm.xva`, sr: await defaultSr(cu.xapi) });
+  const { spoolFile } = await import("../upload/state.ts");
+  const { statSync } = await import("node:fs");
+  for (let i = 0; i < 100 && ((await readState(id))?.task === null || (statSync(spoolFile(id), { throwIfNoEntry: false })?.size ?? 0) < MiB); i++) await new Promise((r) => setTimeout(r, 100));
+  const first = await readState(id);
+  assert.ok(first?.task);
+  // The console process goes away: its download and its import stop where they are, without a word to anyone.
+  const downloads = (globalThis as { __hangarUrlDownloads?: Map<string, AbortController> }).__hangarUrlDownloads!;
+  for (const abort of downloads.values()) abort.abort(new Error("console stopped"));
+  const registry = (globalThis as { __hangarUploadPipelines?: Map<string, { stop(): void; state: { task: string | null } }> }).__hangarUploadPipelines!;
+  for (const pipeline of registry.values()) {
+    pipeline.state.task = null;
+    pipeline.stop();
+  }
+  registry.clear();
+  // The console starts again.
+  const { resumeUrlImports } = await import("./import-url.ts");
+  await resumeUrlImports();
+  let state = await readState(id);
+  for (let i = 0; i < 300 && state?.status !== "done" && state?.status !== "failed"; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    state = await readState(id);
+  }
+  assert.equal(state?.status, "done", state?.error ?? "");
+  assert.deepEqual(ranges, [undefined, `bytes=${MiB}-`]);
+  assert.equal((await cu.xapi.call(z.array(z.string()), "VM.get_by_name_label", "outlives a console restart")).length, 1);
+  assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", first.task), "pending");
+  const vbds = await cu.xapi.call(z.array(z.string()), "VM.get_VBDs", state.vms[0]);
+  let vdi: string | undefined;
+  for (const vbd of vbds) if ((await cu.xapi.call(z.string(), "VBD.get_type", vbd)) === "Disk") vdi = await cu.xapi.call(z.string(), "VBD.get_VDI", vbd);
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), diskBytes(disk));
+});
