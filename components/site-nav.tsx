@@ -27,7 +27,8 @@ function isCurrent(pathname: string, href: string): boolean {
 
 /** Sidebar on wide screens; a bar with a menu button below the md breakpoint. */
 export function SiteNav({ user }: { user: string }) {
-  const pathname = usePathname();
+  // Nullable in its types once a pages/ dir exists (the download route); always set under the App Router.
+  const pathname = usePathname() ?? "/";
   const [open, setOpen] = useState(false);
 
   return (
