@@ -34,6 +34,10 @@ export function runningPipeline(id: string): ImportPipeline | undefined {
   return registry.get(id);
 }
 
+export function runningPipelines(): ImportPipeline[] {
+  return [...registry.values()];
+}
+
 /** Starts the import of an upload unless it already runs (or has ended): one import per upload, whatever asks. */
 export function ensurePipeline(state: UploadState, hooks: PipelineHooks): ImportPipeline | undefined {
   const running = registry.get(state.id);
@@ -108,10 +112,11 @@ export class ImportPipeline {
     return new XenApiClient(toolstackUrl(), this.state.session);
   }
 
-  stop(): void {
-    this.abort.abort(new Cancelled("stopped"));
-    this.request?.destroy(new Cancelled("stopped"));
-    if (this.state.task !== null) void this.xapi().call(z.unknown(), "task.cancel", this.state.task).catch(() => undefined);
+  /** Stops where it is and leaves the registry, its task left to the next pipeline of the upload (tests: a console gone). */
+  abandon(): void {
+    this.abort.abort(new Cancelled("abandoned"));
+    this.request?.destroy(new Cancelled("abandoned"));
+    if (registry.get(this.state.id) === this) registry.delete(this.state.id);
   }
 
   async cancel(): Promise<void> {

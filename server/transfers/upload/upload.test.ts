@@ -17,6 +17,7 @@ const { collect, MiB, patternBlock, readVdi, testXva } = await import("../../too
 const { handleUpload } = await import("./tus.ts");
 const { readState, spoolFile } = await import("./state.ts");
 const { cancelPipeline } = await import("./pipeline.ts");
+const { dropConsoleProcess } = await import("../testing.ts");
 // The spool stays in this test's dir (each test toolstack points HANGAR_DATA_DIR at its own, removed after it).
 (await import("./state.ts")).uploadSpoolDir();
 type ConsoleUnderTest = Awaited<ReturnType<typeof startConsoleUnderTest>>;
@@ -232,12 +233,7 @@ test("after a console restart, the browser's resume starts the import again from
   const first = await until("the first import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
   // The console process goes away (its imports stop mid-stream, what is on disk stays): the in-process
   // registry is dropped without a word to the toolstack, as a crash would.
-  const registry = (globalThis as { __hangarUploadPipelines?: Map<string, { stop(): void; state: { task: string | null } }> }).__hangarUploadPipelines!;
-  for (const pipeline of registry.values()) {
-    pipeline.state.task = null;
-    pipeline.stop();
-  }
-  registry.clear();
+  dropConsoleProcess();
   // The browser comes back: tus asks for the offset, then sends the rest.
   const head = await tusRequest("HEAD", `${BASE}/${id}`, cu.headers);
   assert.equal(head.status, 200);
@@ -378,12 +374,7 @@ test("after a console restart, an upload whose bytes all arrived is imported wit
   assert.equal((await patch(cu, id, 0, xva.subarray(0, half))).status, 204);
   await until("the first import", async () => ((await readState(id))?.task ? true : undefined));
   // The console goes away as the last bytes land in the spool: no browser request will come again.
-  const registry = (globalThis as { __hangarUploadPipelines?: Map<string, { stop(): void; state: { task: string | null } }> }).__hangarUploadPipelines!;
-  for (const pipeline of registry.values()) {
-    pipeline.state.task = null;
-    pipeline.stop();
-  }
-  registry.clear();
+  dropConsoleProcess();
   const { appendFile } = await import("node:fs/promises");
   await appendFile(spoolFile(id), xva.subarray(half));
   const { resumeCompleteUploads } = await import("./tus.ts");

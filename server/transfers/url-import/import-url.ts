@@ -25,6 +25,12 @@ export async function cancelUrlImport(id: string): Promise<void> {
   await rm(spoolFile(id), { force: true });
 }
 
+/** Stops every download where it is, its import and its state left as they are (tests: a console gone). */
+export function stopUrlDownloads(): void {
+  for (const abort of downloads.values()) abort.abort(new Error("the console stopped"));
+  downloads.clear();
+}
+
 /** A download that stalls this long is given up. */
 const IDLE_TIMEOUT_MS = 60_000;
 

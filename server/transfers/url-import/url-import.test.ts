@@ -147,14 +147,7 @@ test("after a console restart an import from URL goes on: the rest fetched with 
   const first = await readState(id);
   assert.ok(first?.task);
   // The console process goes away: its download and its import stop where they are, without a word to anyone.
-  const downloads = (globalThis as { __hangarUrlDownloads?: Map<string, AbortController> }).__hangarUrlDownloads!;
-  for (const abort of downloads.values()) abort.abort(new Error("console stopped"));
-  const registry = (globalThis as { __hangarUploadPipelines?: Map<string, { stop(): void; state: { task: string | null } }> }).__hangarUploadPipelines!;
-  for (const pipeline of registry.values()) {
-    pipeline.state.task = null;
-    pipeline.stop();
-  }
-  registry.clear();
+  (await import("../testing.ts")).dropConsoleProcess();
   // The console starts again.
   const { resumeUrlImports } = await import("./import-url.ts");
   await resumeUrlImports();
