@@ -1,13 +1,15 @@
 // The transfers suite (`npm run bench -- transfers`): VM export downloaded through the console against curl
-// of the toolstack's /export (target ≥ 0.9×), with the console's RSS. The toolstack and the console's
-// production build run in processes of their own over a data dir of the run. HANGAR_BENCH_SCALE scales the
-// 2 GiB disk; HANGAR_BENCH_RUNS the runs (default 3).
+// of the toolstack's /export (target ≥ 0.9×), and a VM archive uploaded from Chromium through the console
+// against curl -T to /import (target ≥ 0.7×, its tail after the last byte ≤ 10% of the upload), with the
+// console's RSS. The toolstack and the console's production build run in processes of their own over a data
+// dir of the run. HANGAR_BENCH_SCALE scales the 2 GiB disk; HANGAR_BENCH_RUNS the runs (default 3).
 import { join } from "node:path";
 import { startConsole } from "./console/console-service.ts";
 import { GiB, positiveEnv } from "./measure.ts";
 import { renderTable, type Row, unavailableRow } from "./table.ts";
 import { startBenchService } from "./toolstack/service.ts";
 import { benchExportDownload } from "./transfers/export.ts";
+import { benchUploadImport } from "./transfers/upload.ts";
 import { openWorkspace } from "./workspace.ts";
 
 export async function run(): Promise<void> {
@@ -28,6 +30,13 @@ export async function run(): Promise<void> {
       } catch (error) {
         process.stderr.write(`[bench transfers] export download failed: ${(error as Error).stack}\n`);
         rows.push({ ...unavailableRow("export download through the console", "≥ 0.9×", (error as Error).message), ours: "FAILED" });
+      }
+      process.stderr.write("[bench transfers] upload import...\n");
+      try {
+        rows.push(...(await benchUploadImport(service, site, size, runs, scratch.disk)));
+      } catch (error) {
+        process.stderr.write(`[bench transfers] upload import failed: ${(error as Error).stack}\n`);
+        rows.push({ ...unavailableRow("VM import uploaded from Chromium through the console", "≥ 0.7×", (error as Error).message), ours: "FAILED" });
       }
     });
   } finally {

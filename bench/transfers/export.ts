@@ -2,7 +2,6 @@
 // (`GET /api/download/vm/<uuid>.xva`, streamed through its spool) against `curl` of the toolstack's
 // `GET /export` itself, both uncompressed (the pipe is measured, not the compressor), interleaved; the console's
 // RSS (its process tree) sampled during its downloads.
-import { readdirSync, readFileSync } from "node:fs";
 import { z } from "zod";
 import { http, patternBlock, testXva } from "../../server/toolstack/vm-transfer/testing.ts";
 import { parseXmlRpcValue } from "../../server/toolstack/xenapi/xml-rpc.ts";
@@ -11,49 +10,16 @@ import { formatSize, MiB, megabytesPerSecond, summarise } from "../measure.ts";
 import { runCommand } from "../processes.ts";
 import type { Row } from "../table.ts";
 import type { BenchService } from "../toolstack/service.ts";
+import { rssBytes } from "./process-tree.ts";
 
 const TARGET_RATIO = 0.9;
 const RSS_TARGET_MIB = 300;
 
 /** Every block of the disk holds data (made when asked: the archive is never all in memory). */
-class PatternBlocks extends Map<number, Buffer> {
+export class PatternBlocks extends Map<number, Buffer> {
   override get(index: number): Buffer {
     return patternBlock(index);
   }
-}
-
-/** The process and all its descendants. */
-function tree(pid: number): number[] {
-  const all = [pid];
-  for (const task of (() => {
-    try {
-      return readdirSync(`/proc/${pid}/task`);
-    } catch {
-      return [];
-    }
-  })()) {
-    let children = "";
-    try {
-      children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8");
-    } catch {
-      continue;
-    }
-    for (const child of children.trim().split(/\s+/).filter(Boolean)) all.push(...tree(Number(child)));
-  }
-  return all;
-}
-
-function rssBytes(pid: number): number {
-  let total = 0;
-  for (const member of tree(pid)) {
-    try {
-      const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${member}/status`, "utf8"));
-      total += match === null ? 0 : Number(match[1]) * 1024;
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return total;
 }
 
 async function curlSeconds(url: string, headers: string[]): Promise<{ seconds: number; bytes: number }> {
