@@ -61,7 +61,7 @@ export function ImportDropZone() {
   }, [doneCount, queryClient, trpc]);
 
   // Leaving the page mid-upload stops it: ask first.
-  const uploading = jobs.some((j) => j.snapshot.phase === "uploading" || j.snapshot.phase === "starting");
+  const uploading = jobs.some((j) => j.snapshot.phase === "uploading" || j.snapshot.phase === "retrying" || j.snapshot.phase === "starting");
   useEffect(() => {
     if (!uploading) return;
     const warn = (event: BeforeUnloadEvent) => {
@@ -220,6 +220,7 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
   else if (snap.phase === "cancelled" || state?.status === "cancelled") status = "Cancelled";
   else if (done) status = "Imported";
   else if (snap.phase === "paused") status = "Paused";
+  else if (snap.phase === "retrying") status = "The console cannot be reached: retrying…";
   else if (snap.phase === "uploaded") status = "Upload complete: finishing the import…";
   else if (state?.status === "importing") status = `Uploading and importing${state.attempts > 1 ? ` (import restarted ×${state.attempts - 1})` : ""}`;
   else status = snap.resumed ? "Resuming…" : "Uploading…";
@@ -236,7 +237,7 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
           </p>
         </div>
         <div className="flex gap-2">
-          {active && snap.phase === "uploading" ? (
+          {active && (snap.phase === "uploading" || snap.phase === "retrying") ? (
             <Button size="sm" variant="secondary" onClick={() => job.pause()} aria-label={`Pause ${snap.fileName}`}>
               Pause
             </Button>

@@ -6,7 +6,9 @@ export const UPLOAD_ENDPOINT = "/api/upload";
 const CHUNK_SIZE = 8 * 1024 * 1024;
 const RATE_WINDOW_MS = 5000;
 
-export type UploadPhase = "starting" | "uploading" | "paused" | "uploaded" | "failed" | "cancelled";
+export type UploadPhase = "starting" | "uploading" | "retrying" | "paused" | "uploaded" | "failed" | "cancelled";
+/** Waits between tries after a lost connection: about 6 minutes in all, enough for a console restart or upgrade. */
+const RETRY_DELAYS_MS = [0, 1000, 3000, 5000, 10_000, 20_000, 30_000, 30_000, 60_000, 60_000, 60_000, 60_000];
 
 export interface UploadSnapshot {
   key: string;
@@ -40,7 +42,7 @@ export class UploadJob {
     this.upload = new Upload(file, {
       endpoint: UPLOAD_ENDPOINT,
       chunkSize: CHUNK_SIZE,
-      retryDelays: [0, 1000, 3000, 5000, 10_000, 20_000],
+      retryDelays: RETRY_DELAYS_MS,
       removeFingerprintOnSuccess: true,
       metadata: { filename: file.name, filetype: file.type || "application/octet-stream", sr, lastModified: String(file.lastModified) },
       onUploadUrlAvailable: () => this.set({ id: this.upload.url?.split("/").pop() ?? null }),
@@ -51,7 +53,10 @@ export class UploadJob {
         const status = (error as { originalResponse?: { getStatus(): number } | null }).originalResponse?.getStatus() ?? 0;
         // A refusal in words (422 import failed, 410 cancelled, 413 too large…) is final; a dropped connection is not.
         if (status >= 400 && status < 500 && status !== 409 && status !== 423) return false;
-        return defaultOptions.onShouldRetry?.(error, _attempt, options) ?? true;
+        const retry = defaultOptions.onShouldRetry?.(error, _attempt, options) ?? true;
+        // Shown until bytes move again (the next progress event).
+        if (retry && this.snapshot.phase !== "paused") this.set({ phase: "retrying", rate: null });
+        return retry;
       },
     });
   }
