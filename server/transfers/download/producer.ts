@@ -257,9 +257,16 @@ async function run(meta: SpoolMeta, response: ToolstackAnswer, from: number, tas
     try {
       let position = from;
       let nextCheck = from + SPACE_CHECK_BYTES;
-      const write = async (chunk: Buffer) => {
-        await file.write(chunk, 0, chunk.length, position);
-        position += chunk.length;
+      const write = async (chunks: Buffer[]) => {
+        // One pwritev for all of them, no copy into one buffer; the rest of a short write goes again.
+        let pending = chunks;
+        let left = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+        while (left > 0) {
+          const { bytesWritten } = await file.writev(pending, position);
+          position += bytesWritten;
+          left -= bytesWritten;
+          if (left > 0) pending = [Buffer.concat(pending).subarray(bytesWritten)];
+        }
         job.advance(position);
         if (position >= nextCheck) {
           nextCheck = position + SPACE_CHECK_BYTES;
@@ -273,10 +280,10 @@ async function run(meta: SpoolMeta, response: ToolstackAnswer, from: number, tas
       const sink = new Writable({
         highWaterMark: 4 * 1024 * 1024,
         write(chunk: Buffer, _encoding, callback) {
-          write(chunk).then(() => callback(), callback);
+          write([chunk]).then(() => callback(), callback);
         },
         writev(chunks, callback) {
-          write(Buffer.concat(chunks.map((entry) => entry.chunk as Buffer))).then(() => callback(), callback);
+          write(chunks.map((entry) => entry.chunk as Buffer)).then(() => callback(), callback);
         },
       });
       await pipeline(response.body, sink);
