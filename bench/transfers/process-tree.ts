@@ -19,7 +19,7 @@ function children(pid: number): number[] {
 }
 
 /** The process and all its descendants. */
-function tree(pid: number): number[] {
+export function tree(pid: number): number[] {
   return [pid, ...children(pid).flatMap(tree)];
 }
 
@@ -34,18 +34,19 @@ export function childrenNamed(pid: number, name: string): number[] {
   });
 }
 
+/** Resident bytes of one process (0 once it is gone). */
+export function processRssBytes(pid: number): number {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return match === null ? 0 : Number(match[1]) * 1024;
+  } catch {
+    return 0;
+  }
+}
+
 /** Resident bytes of the whole tree. */
 export function rssBytes(pid: number): number {
-  let total = 0;
-  for (const member of tree(pid)) {
-    try {
-      const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${member}/status`, "utf8"));
-      total += match === null ? 0 : Number(match[1]) * 1024;
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return total;
+  return tree(pid).reduce((total, member) => total + processRssBytes(member), 0);
 }
 
 /** CPU seconds the tree has used so far: each member's own and its reaped children's (utime + stime + cutime + cstime). */
