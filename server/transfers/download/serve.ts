@@ -5,16 +5,14 @@
 // made, else the latest of that VM and compression — once its length is known, so the 206 carries a real
 // Content-Range. A spool that is not complete (its producer broke, or the console restarted) is continued
 // from the toolstack with `offset` + `etag`; a VM changed since gets the whole new export (200).
-import { open } from "node:fs/promises";
+import { type FileHandle, open } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import { z } from "zod";
 import { sessionFromHeaders } from "../../auth/session.ts";
 import { addReader, continueExport, DownloadError, type ExportJob, runningJob, startExport } from "./producer.ts";
 import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
 
-/** Bytes per read of the spool: large reads, few syscalls; a few of them are buffered per download. */
+/** Bytes per read of the spool: large reads, few syscalls. */
 const CHUNK = 1024 * 1024;
 const ZUuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i);
 const ZQuery = z.object({
@@ -26,7 +24,7 @@ const ZQuery = z.object({
 interface Answer {
   status: number;
   headers: Record<string, string>;
-  body: string | Readable | null;
+  body: string | SpoolRange | null;
 }
 
 function textAnswer(status: number, message: string, headers: Record<string, string> = {}): Answer {
@@ -67,43 +65,73 @@ function representationHeaders(meta: SpoolMeta, task: string | undefined): Recor
 
 /**
  * The spool's bytes from `start` (to `end` inclusive, or its end), following the export while `job` still
- * writes it. Pull-based: the next read happens when the client has taken the last ones.
+ * writes it: `read` fills the caller's buffer, so a download reuses a few buffers and makes no garbage.
  */
-function spoolBody(meta: SpoolMeta, job: ExportJob | undefined, start: number, end: number | undefined): Readable {
-  let position = start;
-  const release = addReader(meta.id);
-  const handle = open(archivePath(meta.id), "r");
-  // An unhandled rejection until read() or destroy() looks at it.
-  handle.catch(() => undefined);
-  return new Readable({
-    highWaterMark: 4 * CHUNK,
-    async read() {
-      try {
-        const file = await handle;
-        for (;;) {
-          const want = end === undefined ? CHUNK : Math.min(CHUNK, end + 1 - position);
-          if (want <= 0) return void this.push(null);
-          const buffer = Buffer.allocUnsafeSlow(want);
-          const { bytesRead } = await file.read(buffer, 0, want, position);
-          if (bytesRead > 0) {
-            position += bytesRead;
-            this.push(bytesRead === want ? buffer : buffer.subarray(0, bytesRead));
-            return;
-          }
-          if (job === undefined || (job.status === "complete" && position >= job.written)) return void this.push(null);
-          if (job.status === "failed") throw job.error ?? new Error("the export failed");
-          await job.waitBeyond(position);
-        }
-      } catch (error) {
-        // An error mid-body cuts the connection: the client sees an interrupted download it can resume.
-        this.destroy(error as Error);
+class SpoolRange {
+  private position: number;
+  private readonly job: ExportJob | undefined;
+  private readonly end: number | undefined;
+  private readonly release: () => void;
+  private readonly handle: Promise<FileHandle>;
+  constructor(meta: SpoolMeta, job: ExportJob | undefined, start: number, end: number | undefined) {
+    this.position = start;
+    this.job = job;
+    this.end = end;
+    this.release = addReader(meta.id);
+    this.handle = open(archivePath(meta.id), "r");
+    // Looked at by read() or close(); until then not an unhandled rejection.
+    this.handle.catch(() => undefined);
+  }
+
+  /** Bytes read into `buffer` from the current position; 0 at the end. */
+  async read(buffer: Buffer): Promise<number> {
+    const file = await this.handle;
+    for (;;) {
+      const want = this.end === undefined ? buffer.length : Math.min(buffer.length, this.end + 1 - this.position);
+      if (want <= 0) return 0;
+      const { bytesRead } = await file.read(buffer, 0, want, this.position);
+      if (bytesRead > 0) {
+        this.position += bytesRead;
+        return bytesRead;
       }
-    },
-    destroy(error, callback) {
-      release();
-      handle.then((file) => file.close()).catch(() => undefined).finally(() => callback(error));
-    },
-  });
+      const job = this.job;
+      if (job === undefined || (job.status === "complete" && this.position >= job.written)) return 0;
+      if (job.status === "failed") throw job.error ?? new Error("the export failed");
+      await job.waitBeyond(this.position);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.release();
+    await (await this.handle.catch(() => undefined))?.close().catch(() => undefined);
+  }
+}
+
+/** Buffers per download, each written to the socket before it is filled again: a few MiB in flight, no more. */
+const RING = 4;
+
+/** The range to the response: read into a ring of buffers, each reused once the socket has taken it. */
+async function sendSpool(range: SpoolRange, response: ServerResponse): Promise<void> {
+  const closed = new Promise<never>((_, reject) => response.once("close", () => reject(new Error("the client went away"))));
+  closed.catch(() => undefined);
+  const ring = Array.from({ length: RING }, () => ({ buffer: Buffer.allocUnsafeSlow(CHUNK), taken: Promise.resolve() }));
+  try {
+    for (let slot = 0; ; slot = (slot + 1) % RING) {
+      const entry = ring[slot]!;
+      await Promise.race([entry.taken, closed]);
+      const count = await range.read(entry.buffer);
+      if (count === 0) break;
+      entry.taken = new Promise((resolve, reject) => response.write(entry.buffer.subarray(0, count), (error) => (error ? reject(error) : resolve())));
+      entry.taken.catch(() => undefined);
+    }
+    await Promise.race([Promise.all(ring.map((entry) => entry.taken)), closed]);
+    response.end();
+  } catch {
+    // A client gone, or the spool failing mid-body: a cut connection, a download the client can resume.
+    response.destroy();
+  } finally {
+    await range.close();
+  }
 }
 
 /** The spool a Range request continues: the one its If-Range names, else its task's, else the latest of the VM. */
@@ -122,19 +150,19 @@ async function findSpool(vmUuid: string, compression: Compression, ifRange: stri
 
 /** The whole export as it is produced (200, no length yet: chunked). */
 function streaming(job: ExportJob): Answer {
-  return { status: 200, headers: representationHeaders(job.meta, job.task), body: spoolBody(job.meta, job, 0, undefined) };
+  return { status: 200, headers: representationHeaders(job.meta, job.task), body: new SpoolRange(job.meta, job, 0, undefined) };
 }
 
 /** A complete spool: the whole (200) or a range (206), with lengths. */
 function fromCompleteSpool(meta: SpoolMeta, size: number, range: { start: number; end: number | undefined } | undefined): Answer {
   const headers = representationHeaders(meta, meta.task);
-  if (range === undefined) return { status: 200, headers: { ...headers, "content-length": String(size) }, body: spoolBody(meta, undefined, 0, size - 1) };
+  if (range === undefined) return { status: 200, headers: { ...headers, "content-length": String(size) }, body: new SpoolRange(meta, undefined, 0, size - 1) };
   if (range.start >= size) return textAnswer(416, `The export has ${size} bytes: there is nothing from byte ${range.start}.`, { "content-range": `bytes */${size}`, "accept-ranges": "bytes", etag: meta.etag });
   const end = Math.min(range.end ?? size - 1, size - 1);
   return {
     status: 206,
     headers: { ...headers, "content-range": `bytes ${range.start}-${end}/${size}`, "content-length": String(end - range.start + 1) },
-    body: spoolBody(meta, undefined, range.start, end),
+    body: new SpoolRange(meta, undefined, range.start, end),
   };
 }
 
@@ -228,6 +256,5 @@ export async function serveExportDownload(request: IncomingMessage, response: Se
     response.end(reply.body ?? undefined);
     return;
   }
-  // A client gone, or the spool failing mid-body, ends in a cut connection: a download the client can resume.
-  await pipeline(reply.body, response).catch(() => response.destroy());
+  await sendSpool(reply.body, response);
 }
