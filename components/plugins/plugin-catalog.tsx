@@ -8,6 +8,7 @@ import { Badge } from "@/components/ui/badge.tsx";
 import { Button } from "@/components/ui/button.tsx";
 import { Panel } from "@/components/ui/panel.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { useScrollToHash } from "@/components/ui/use-scroll-to-hash.ts";
 import type { TListPluginsResponse, TRegisteredPlugin } from "@/server/api/plugins/schema.ts";
 import { PluginCard } from "./plugin-card.tsx";
 import { SkippedPluginsPanel } from "./skipped-plugins-panel.tsx";
@@ -31,6 +32,8 @@ const groups = [
 export function PluginCatalog() {
   const trpc = useTRPC();
   const list = useQuery(trpc.plugins.list.queryOptions());
+  // The dashboard links to #skipped-plugins, a section that exists only once the scan has loaded.
+  useScrollToHash(list.data !== undefined);
 
   if (list.data === undefined) {
     return list.isError ? (
