@@ -2,10 +2,9 @@
 // the file is the toolstack's own export with the same ETag, byte for byte; a download cut mid-way resumes with
 // Range + If-Range (206) into the same bytes. The VM is imported through the toolstack's /import.
 import { readFile } from "node:fs/promises";
-import { request as httpRequest } from "node:http";
 import { toolstackPort } from "../playwright.config.ts";
 import { collect, http, testXva } from "../server/toolstack/vm-transfer/testing.ts";
-import { dataDisk } from "../server/transfers/download/testing.ts";
+import { cutDownload, dataDisk } from "../server/transfers/download/testing.ts";
 import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
@@ -22,27 +21,6 @@ async function direct(session: string, uuid: string, etag: string, compression: 
   const answer = await http(`${toolstackUrl}/export?session_id=${session}&uuid=${uuid}&use_compression=${compression}&offset=0&etag=${encodeURIComponent(etag)}`);
   expect(answer.status).toBe(200);
   return answer.body;
-}
-
-/** The first `count` bytes of a download, then the connection cut. */
-function cutDownload(url: string, cookie: string, count: number): Promise<{ etag: string; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(url, { headers: { cookie } }, (response) => {
-      const chunks: Buffer[] = [];
-      let got = 0;
-      response.on("data", (chunk: Buffer) => {
-        chunks.push(chunk);
-        got += chunk.length;
-        if (got >= count) {
-          request.destroy();
-          resolve({ etag: String(response.headers.etag), body: Buffer.concat(chunks).subarray(0, count) });
-        }
-      });
-      response.on("end", () => reject(new Error(`the download ended after ${got} bytes (status ${response.statusCode})`)));
-    });
-    request.on("error", () => undefined);
-    request.end();
-  });
 }
 
 test("Export dialog: the browser downloads the toolstack's export; a broken download resumes with Range", async ({ page, baseURL, request }) => {
@@ -71,10 +49,11 @@ test("Export dialog: the browser downloads the toolstack's export; a broken down
   await expect(dialog.getByRole("progressbar", { name: `Export of ${name}` })).toHaveAttribute("aria-valuenow", "100");
   await page.screenshot({ path: test.info().outputPath("export-done.png") });
 
-  // The same URL again: the same, complete export (its length in a Range answer: Next sends no Content-Length
-  // of its own); the toolstack's bytes for that ETag.
+  // The same URL again: the same, complete export, with its length (and in a Range answer); the toolstack's
+  // bytes for that ETag.
   const again = await page.request.get(download.url());
   expect(again.status()).toBe(200);
+  expect(again.headers()["content-length"]).toBe(String(file.length));
   const etag = again.headers().etag!;
   expect(Buffer.from(await again.body()).equals(file)).toBe(true);
   const first = await page.request.get(download.url(), { headers: { range: "bytes=0-0", "if-range": etag } });
@@ -85,10 +64,11 @@ test("Export dialog: the browser downloads the toolstack's export; a broken down
   // A download cut after 300 kB, resumed with Range + If-Range as a browser does.
   const cookie = (await page.context().cookies()).map((c) => `${c.name}=${c.value}`).join("; ");
   const url = `${baseURL}/api/download/vm/${uuid}.xva?compression=zstd`;
-  const cut = await cutDownload(url, cookie, 300_000);
-  const rest = await page.request.get(url, { headers: { range: "bytes=300000-", "if-range": cut.etag } });
+  const cut = await cutDownload(url, { cookie }, 300_000);
+  const cutEtag = String(cut.headers.etag);
+  const rest = await page.request.get(url, { headers: { range: "bytes=300000-", "if-range": cutEtag } });
   expect(rest.status()).toBe(206);
-  const whole = await direct(xapi.session, uuid, cut.etag, "zstd");
+  const whole = await direct(xapi.session, uuid, cutEtag, "zstd");
   expect(rest.headers()["content-range"]).toBe(`bytes 300000-${whole.length - 1}/${whole.length}`);
   expect(Buffer.concat([cut.body, Buffer.from(await rest.body())]).equals(whole)).toBe(true);
 

@@ -211,7 +211,7 @@ function useJob(job: UploadJob) {
 function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary | undefined }) {
   const snap = useJob(job);
   const fraction = snap.size === 0 ? 1 : snap.sent / snap.size;
-  const importError = state?.status === "failed" ? (state.error ?? state.task?.error ?? "The import failed.") : null;
+  const importError = importFailure(state);
   const error = importError ?? (snap.phase === "failed" ? snap.error : null);
   const done = state?.status === "done";
   const label = `Upload of ${snap.fileName}`;
@@ -274,6 +274,11 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
   );
 }
 
+/** Why an import failed, in words; null unless it failed. */
+function importFailure(state: UploadSummary | undefined): string | null {
+  return state?.status === "failed" ? (state.error ?? state.task?.error ?? "The import failed.") : null;
+}
+
 /** What a running import waits for (a login after its session ended, a toolstack coming back), in words. */
 function ImportNotice({ state }: { state: UploadSummary | undefined }) {
   if (state?.status !== "importing" || state.error === null) return null;
@@ -294,7 +299,7 @@ function ImportUrlRow({ state }: { state: UploadSummary | undefined }) {
       </li>
     );
   }
-  const error = state.status === "failed" ? (state.error ?? state.task?.error ?? "The import failed.") : null;
+  const error = importFailure(state);
   const status = error !== null ? "Failed" : state.status === "done" ? "Imported" : state.status === "cancelled" ? "Cancelled" : state.received < state.length || state.length === 0 ? "Downloading and importing" : "Download complete: finishing the import…";
   return (
     <li className="flex flex-col gap-2 py-3" aria-label={state.fileName}>

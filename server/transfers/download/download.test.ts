@@ -4,7 +4,6 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { readFile, writeFile } from "node:fs/promises";
-import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
@@ -12,30 +11,7 @@ import { startConsoleUnderTest } from "../../api/testing.ts";
 import { http } from "../../toolstack/vm-transfer/testing.ts";
 import { runningJob } from "./producer.ts";
 import { listSpools, sweepSpools } from "./spool.ts";
-import { dataDisk, importTestVm, serveDownloads } from "./testing.ts";
-
-/** The first `count` bytes of a GET, then the connection is cut (a broken download). */
-function partial(url: string, headers: Record<string, string>, count: number): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(url, { headers }, (response) => {
-      const chunks: Buffer[] = [];
-      let got = 0;
-      response.on("data", (chunk: Buffer) => {
-        chunks.push(chunk);
-        got += chunk.length;
-        if (got >= count) {
-          response.destroy();
-          request.destroy();
-          resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).subarray(0, count) });
-        }
-      });
-      response.on("end", () => reject(new Error(`the download ended after ${got} bytes`)));
-      response.on("close", () => got < count && reject(new Error(`the download broke after ${got} bytes`)));
-    });
-    request.on("error", () => undefined);
-    request.end();
-  });
-}
+import { cutDownload, dataDisk, importTestVm, serveDownloads } from "./testing.ts";
 
 async function settled(vmUuid: string): Promise<void> {
   for (const entry of await listSpools()) {
@@ -70,7 +46,7 @@ test("export downloads: the toolstack's bytes, resumed with Range and curl -C -,
   });
 
   await t.test("a broken download resumes with Range + If-Range: 206 with the export's length, the same bytes", async () => {
-    const cut = await partial(`${server.url}/${vm.uuid}.xva?compression=zstd`, { cookie }, 300_000);
+    const cut = await cutDownload(`${server.url}/${vm.uuid}.xva?compression=zstd`, { cookie }, 300_000);
     assert.equal(cut.status, 200);
     const etag = String(cut.headers.etag);
     const rest = await http(`${server.url}/${vm.uuid}.xva?compression=zstd`, { headers: { cookie, range: "bytes=300000-", "if-range": etag } });
@@ -108,7 +84,7 @@ test("export downloads: the toolstack's bytes, resumed with Range and curl -C -,
   });
 
   await t.test("curl -C - resumes a broken download", async () => {
-    const cut = await partial(`${server.url}/${vm.uuid}.xva?compression=none`, { cookie }, 1_500_000);
+    const cut = await cutDownload(`${server.url}/${vm.uuid}.xva?compression=none`, { cookie }, 1_500_000);
     const etag = String(cut.headers.etag);
     await settled(vm.uuid);
     const file = join(console.toolstack.dataDir, "curl-download.xva");
@@ -120,7 +96,7 @@ test("export downloads: the toolstack's bytes, resumed with Range and curl -C -,
   });
 
   await t.test("a spool whose export broke is continued from the toolstack with offset + etag", async () => {
-    const cut = await partial(`${server.url}/${vm.uuid}.xva?compression=gzip`, { cookie }, 100_000);
+    const cut = await cutDownload(`${server.url}/${vm.uuid}.xva?compression=gzip`, { cookie }, 100_000);
     const etag = String(cut.headers.etag);
     await settled(vm.uuid);
     // As if the console had stopped mid-export: the spool cut short and its facts without a size.

@@ -1,6 +1,6 @@
 // Test helpers for export downloads: the route served over real HTTP (Node's request and response, as the
 // Pages API route gets them), and a VM with data to export, imported through the toolstack's /import.
-import { createServer, type Server } from "node:http";
+import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import type { TestToolstack } from "../../toolstack/storage-testing.ts";
@@ -28,6 +28,29 @@ export async function serveDownloads(): Promise<{ url: string; close: () => Prom
         server.closeAllConnections();
       }),
   };
+}
+
+/** The first `count` bytes of a GET, then the connection is cut (a broken download). */
+export function cutDownload(url: string, headers: Record<string, string>, count: number): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(url, { headers }, (response) => {
+      const chunks: Buffer[] = [];
+      let got = 0;
+      response.on("data", (chunk: Buffer) => {
+        chunks.push(chunk);
+        got += chunk.length;
+        if (got >= count) {
+          response.destroy();
+          request.destroy();
+          resolve({ status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks).subarray(0, count) });
+        }
+      });
+      response.on("end", () => reject(new Error(`the download ended after ${got} bytes (status ${response.statusCode})`)));
+      response.on("close", () => got < count && reject(new Error(`the download broke after ${got} bytes`)));
+    });
+    request.on("error", () => undefined);
+    request.end();
+  });
 }
 
 /** A disk of `mib` MiB with recognisable data in some blocks (the rest holes). */

@@ -77,6 +77,14 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 
   }
 }
 
+/** The upload's state once its import has ended (done or failed). */
+function importEnded(id: string) {
+  return until("the import to finish", async () => {
+    const s = await readState(id);
+    return s?.status === "done" || s?.status === "failed" ? s : undefined;
+  });
+}
+
 async function disksOf(cu: ConsoleUnderTest, vm: string): Promise<string[]> {
   const vbds = await cu.xapi.call(z.array(z.string()), "VM.get_VBDs", vm);
   const disks: string[] = [];
@@ -140,10 +148,7 @@ test("an upload in several PATCHes is imported while it arrives, with the same d
     assert.equal(answer.status, 204, await answer.text());
     offset = end;
   }
-  const done = await until("the import to finish", async () => {
-    const s = await readState(id);
-    return s?.status === "done" || s?.status === "failed" ? s : undefined;
-  });
+  const done = await importEnded(id);
   assert.equal(done.status, "done", done.error ?? "");
   assert.equal(done.attempts, 1);
   const [vm] = done.vms;
@@ -175,10 +180,7 @@ test("a broken import stream is restarted from the spool without the browser", a
   });
   assert.notEqual(second.task, first.task);
   assert.equal((await patch(cu, id, half, xva.subarray(half))).status, 204);
-  const done = await until("the import to finish", async () => {
-    const s = await readState(id);
-    return s?.status === "done" || s?.status === "failed" ? s : undefined;
-  });
+  const done = await importEnded(id);
   assert.equal(done.status, "done", done.error ?? "");
   assert.equal((await vmNamed(cu, "survives a broken stream")).length, 1, "one VM: the broken import was undone");
   const [vdi] = await disksOf(cu, done.vms[0]!);
@@ -239,10 +241,7 @@ test("after a console restart, the browser's resume starts the import again from
   assert.equal(head.status, 200);
   assert.equal(head.headers.get("upload-offset"), String(half));
   assert.equal((await patch(cu, id, half, xva.subarray(half))).status, 204);
-  const done = await until("the import to finish", async () => {
-    const s = await readState(id);
-    return s?.status === "done" || s?.status === "failed" ? s : undefined;
-  });
+  const done = await importEnded(id);
   assert.equal(done.status, "done", done.error ?? "");
   assert.equal((await vmNamed(cu, "survives a console restart")).length, 1, "one VM: the cut import was undone");
   assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", first.task), "pending");
@@ -354,10 +353,7 @@ test("a logout mid-import: the import waits in words, and goes on in the session
   const headers = new Headers({ cookie: `${SESSION_COOKIE}=${again.cookie}` });
   const caller = createCaller(createTRPCContext({ headers }));
   await caller.transfers.uploads({ ids: [id] });
-  const done = await until("the import to finish", async () => {
-    const s = await readState(id);
-    return s?.status === "done" || s?.status === "failed" ? s : undefined;
-  });
+  const done = await importEnded(id);
   assert.equal(done.status, "done", done.error ?? "");
   assert.equal(done.error, null);
   const xapi = new (await import("../../toolstack/xenapi/client.ts")).XenApiClient(cu.xapi.url, again.session.session);
@@ -379,10 +375,7 @@ test("after a console restart, an upload whose bytes all arrived is imported wit
   await appendFile(spoolFile(id), xva.subarray(half));
   const { resumeCompleteUploads } = await import("./tus.ts");
   await resumeCompleteUploads();
-  const done = await until("the import to finish", async () => {
-    const s = await readState(id);
-    return s?.status === "done" || s?.status === "failed" ? s : undefined;
-  });
+  const done = await importEnded(id);
   assert.equal(done.status, "done", done.error ?? "");
   assert.equal((await vmNamed(cu, "all in before the restart")).length, 1);
   const [vdi] = await disksOf(cu, done.vms[0]!);
