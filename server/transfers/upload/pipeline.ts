@@ -91,11 +91,11 @@ export class ImportPipeline {
     this.wake?.();
   }
 
-  /** A session of the same user (the browser's next request, or its page polling) replaces one that has ended. */
   get waitsForSession(): boolean {
     return this.sessionEnded;
   }
 
+  /** A session of the same user (the browser's next request, or its page polling) replaces one that has ended. */
   async adoptSession(session: string): Promise<void> {
     if (!this.sessionEnded || session === this.state.session) return;
     this.sessionEnded = false;
@@ -158,8 +158,8 @@ export class ImportPipeline {
         return;
       }
       console.warn(`upload ${this.state.id}: the import stream broke (${outcome.reason}); importing again from the spool`);
-      // Shown to the user while it waits (the status stays "importing").
       this.sessionEnded = outcome.reason === SESSION_ENDED;
+      // Shown to the user while it waits (the status stays "importing").
       if (this.sessionEnded) await this.save({ error: `Waiting: ${SESSION_ENDED}.` });
       const wait = new AbortController();
       this.retryNow = () => wait.abort();
