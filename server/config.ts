@@ -6,19 +6,23 @@ import { fileURLToPath } from "node:url";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
+// The ignore comments below (and where spool directories are made from the data dir) keep Next's build from
+// tracing the data dir into the server output: it read every file there, so a build after a few multi-GiB
+// export spools ran out of memory.
+
 /** HANGAR_DATA_DIR, default `<repo>/data`. */
 export function dataDir(): string {
-  return resolve(process.env.HANGAR_DATA_DIR || join(repoRoot, "data"));
+  return resolve(/* turbopackIgnore: true */ process.env.HANGAR_DATA_DIR || join(repoRoot, "data"));
 }
 
 /** Sockets and pid files of daemons: HANGAR_RUN_DIR, default `<data dir>/run`. */
 export function runDir(): string {
-  return resolve(process.env.HANGAR_RUN_DIR || join(dataDir(), "run"));
+  return resolve(/* turbopackIgnore: true */ process.env.HANGAR_RUN_DIR || join(dataDir(), "run"));
 }
 
 /** rrdd protocol v2 datasource files: HANGAR_METRICS_DIR, default `<data dir>/metrics`. */
 export function metricsDir(): string {
-  return resolve(process.env.HANGAR_METRICS_DIR || join(dataDir(), "metrics"));
+  return resolve(/* turbopackIgnore: true */ process.env.HANGAR_METRICS_DIR || join(dataDir(), "metrics"));
 }
 
 /** This host's installation uuid: HANGAR_HOST_UUID, else generated once and kept in the data dir (`dir`). */

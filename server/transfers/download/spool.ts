@@ -33,7 +33,7 @@ export type SpoolMeta = z.infer<typeof ZSpoolMeta>;
 
 /** `<data dir>/transfers/exports`. */
 export function exportsDir(): string {
-  return join(dataDir(), "transfers", "exports");
+  return join(/* turbopackIgnore: true */ dataDir(), "transfers", "exports");
 }
 
 
@@ -41,8 +41,8 @@ export function spoolId(vmUuid: string, etag: string): string {
   return createHash("sha1").update(`${vmUuid}\n${etag}`).digest("hex").slice(0, 32);
 }
 
-export const archivePath = (id: string) => join(exportsDir(), `${id}.xva`);
-const metaPath = (id: string) => join(exportsDir(), `${id}.json`);
+export const archivePath = (id: string) => join(/* turbopackIgnore: true */ exportsDir(), `${id}.xva`);
+const metaPath = (id: string) => join(/* turbopackIgnore: true */ exportsDir(), `${id}.json`);
 
 export async function writeMeta(meta: SpoolMeta): Promise<void> {
   await mkdir(exportsDir(), { recursive: true });
@@ -78,7 +78,7 @@ export interface SpoolEntry {
 export async function listSpools(): Promise<SpoolEntry[]> {
   let names: string[];
   try {
-    names = await readdir(exportsDir());
+    names = await readdir(/* turbopackIgnore: true */ exportsDir());
   } catch {
     return [];
   }
@@ -126,11 +126,11 @@ export async function sweepSpools(busy: ReadonlySet<string>, now = Date.now()): 
     removed.push(oldest.meta.id);
   }
   // Leftovers: an interrupted write of the facts, an archive whose facts are gone.
-  const names = await readdir(exportsDir()).catch(() => [] as string[]);
+  const names = await readdir(/* turbopackIgnore: true */ exportsDir()).catch(() => [] as string[]);
   for (const name of names) {
     const orphan = name.endsWith(".tmp") || (name.endsWith(".xva") && !names.includes(`${name.slice(0, -4)}.json`) && !busy.has(name.slice(0, -4)));
     if (!orphan) continue;
-    const file = join(exportsDir(), name);
+    const file = join(/* turbopackIgnore: true */ exportsDir(), name);
     const info = await stat(file).catch(() => undefined);
     if (info !== undefined && now - info.mtimeMs > 60_000) {
       await rm(file, { force: true });

@@ -41,7 +41,7 @@ export function uploadSpoolDir(): string {
   // Fixed at first use, as the tus file store's directory is (tests change the data dir as they go).
   const holder = globalThis as { __hangarUploadSpoolDir?: string };
   if (holder.__hangarUploadSpoolDir === undefined) {
-    const dir = join(dataDir(), "transfers", "uploads");
+    const dir = join(/* turbopackIgnore: true */ dataDir(), "transfers", "uploads");
     mkdirSync(dir, { recursive: true });
     holder.__hangarUploadSpoolDir = dir;
   }
@@ -49,11 +49,11 @@ export function uploadSpoolDir(): string {
 }
 
 export function spoolFile(id: string): string {
-  return join(uploadSpoolDir(), id);
+  return join(/* turbopackIgnore: true */ uploadSpoolDir(), id);
 }
 
 function stateFile(id: string): string {
-  return join(uploadSpoolDir(), `${id}${STATE_SUFFIX}`);
+  return join(/* turbopackIgnore: true */ uploadSpoolDir(), `${id}${STATE_SUFFIX}`);
 }
 
 export async function readState(id: string): Promise<UploadState | undefined> {
@@ -79,7 +79,7 @@ export async function removeState(id: string): Promise<void> {
 }
 
 export async function allStates(): Promise<UploadState[]> {
-  const names = await readdir(uploadSpoolDir()).catch(() => [] as string[]);
+  const names = await readdir(/* turbopackIgnore: true */ uploadSpoolDir()).catch(() => [] as string[]);
   const states = await Promise.all(names.filter((n) => n.endsWith(STATE_SUFFIX)).map((n) => readState(n.slice(0, -STATE_SUFFIX.length))));
   return states.filter((s) => s !== undefined);
 }
