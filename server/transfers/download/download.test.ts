@@ -6,6 +6,7 @@ import { execFile } from "node:child_process";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { startConsoleUnderTest } from "../../api/testing.ts";
 import { http } from "../../toolstack/vm-transfer/testing.ts";
@@ -93,6 +94,33 @@ test("export downloads: the toolstack's bytes, resumed with Range and curl -C -,
     assert.equal(stderr, "");
     const whole = await direct(etag, "false");
     assert.ok((await readFile(file)).equals(whole.body));
+  });
+
+  await t.test("a download that stops reading does not hold the export; it then gets every byte from the spool", async () => {
+    const big = await importTestVm(console.toolstack, "export-stalled", dataDisk(120));
+    const { request } = await import("node:http");
+    const stalled = await new Promise<{ response: import("node:http").IncomingMessage; first: Buffer }>((resolve, reject) => {
+      request(`${server.url}/${big.uuid}.xva?compression=none`, { headers: { cookie } }, (response) => {
+        response.once("data", (first: Buffer) => {
+          response.pause();
+          resolve({ response, first });
+        });
+      })
+        .on("error", reject)
+        .end();
+    });
+    const etag = String(stalled.response.headers.etag);
+    const entry = (await listSpools()).find((spool) => spool.meta.etag === etag)!;
+    const job = runningJob(entry.meta.id);
+    if (job !== undefined) await Promise.race([job.done, sleep(30_000).then(() => assert.fail(`the export waited for the stalled download (${job.written} bytes spooled)`))]);
+    assert.equal((await listSpools()).find((spool) => spool.meta.etag === etag)?.meta.size !== null, true);
+    const rest: Buffer[] = [stalled.first];
+    stalled.response.on("data", (chunk: Buffer) => rest.push(chunk));
+    stalled.response.resume();
+    await new Promise((resolve) => stalled.response.once("end", resolve));
+    const whole = await http(`${console.toolstack.client.url}/export?session_id=${console.toolstack.client.session}&uuid=${big.uuid}&use_compression=false&offset=0&etag=${encodeURIComponent(etag)}`);
+    assert.ok(whole.body.length > 40 * 1024 * 1024);
+    assert.ok(Buffer.concat(rest).equals(whole.body));
   });
 
   await t.test("a spool whose export broke is continued from the toolstack with offset + etag", async () => {

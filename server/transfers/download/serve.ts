@@ -9,7 +9,7 @@ import { type FileHandle, open } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { sessionFromHeaders } from "../../auth/session.ts";
-import { addReader, continueExport, DownloadError, type ExportJob, runningJob, startExport } from "./producer.ts";
+import { addReader, continueExport, DownloadError, type ExportJob, type LiveReader, runningJob, startExport } from "./producer.ts";
 import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
 
 /** Bytes per read of the spool: large reads, few syscalls. */
@@ -72,15 +72,27 @@ class SpoolRange {
   private readonly job: ExportJob | undefined;
   private readonly end: number | undefined;
   private readonly release: () => void;
+  /** Set while this download follows the running export (it is then waited for, briefly). */
+  private readonly follower: LiveReader | undefined;
   private readonly handle: Promise<FileHandle>;
   constructor(meta: SpoolMeta, job: ExportJob | undefined, start: number, end: number | undefined) {
     this.position = start;
     this.job = job;
     this.end = end;
     this.release = addReader(meta.id);
+    this.follower = job?.follow(start);
     this.handle = open(archivePath(meta.id), "r");
     // Looked at by read() or close(); until then not an unhandled rejection.
     this.handle.catch(() => undefined);
+  }
+
+  private advance(count: number): number {
+    this.position += count;
+    if (this.follower !== undefined) {
+      this.follower.position = this.position;
+      this.job!.moved(this.follower);
+    }
+    return count;
   }
 
   /** Bytes read into `buffer` from the current position; 0 at the end. */
@@ -89,11 +101,11 @@ class SpoolRange {
     for (;;) {
       const want = this.end === undefined ? buffer.length : Math.min(buffer.length, this.end + 1 - this.position);
       if (want <= 0) return 0;
+      // A download keeping up with the export copies its bytes from memory; one behind reads the disk.
+      const recent = this.job?.copyRecent(this.position, buffer, 0, want) ?? 0;
+      if (recent > 0) return this.advance(recent);
       const { bytesRead } = await file.read(buffer, 0, want, this.position);
-      if (bytesRead > 0) {
-        this.position += bytesRead;
-        return bytesRead;
-      }
+      if (bytesRead > 0) return this.advance(bytesRead);
       const job = this.job;
       if (job === undefined || (job.status === "complete" && this.position >= job.written)) return 0;
       if (job.status === "failed") throw job.error ?? new Error("the export failed");
@@ -102,6 +114,7 @@ class SpoolRange {
   }
 
   async close(): Promise<void> {
+    if (this.follower !== undefined) this.job!.moved(this.follower, true);
     this.release();
     await (await this.handle.catch(() => undefined))?.close().catch(() => undefined);
   }
