@@ -5,7 +5,7 @@
 // export is continued from the spool's length with the toolstack's `offset` + `etag` (the same bytes).
 // Jobs are kept on globalThis: Next may load this module more than once (route bundles, hot reload).
 import { EventEmitter } from "node:events";
-import { type FileHandle, open, truncate } from "node:fs/promises";
+import { constants, type FileHandle, open, truncate } from "node:fs/promises";
 import { toolstackUrl } from "../../config.ts";
 import { describeXenApiError } from "../../api/xenapi-error.ts";
 import { transferMinFreeBytes } from "../settings.ts";
@@ -26,10 +26,13 @@ export class DownloadError extends Error {
 /** A disk-space check every this many bytes written. */
 const SPACE_CHECK_BYTES = 256 * 1024 * 1024;
 /**
- * The spool is flushed to the disk (datasync, in the background) every this many bytes: left to the page
- * cache, gigabytes of dirty pages build up and the kernel throttles every writer on the host, the SR's VM
- * disks included. Measured here writing 1 GiB after large deletes: 2.5 s of kernel time without, 0.95 s with.
+ * Whole blocks are written to the spool with O_DIRECT (aligned to this): copying the bytes into the page cache
+ * cost this VM 2.7 s of kernel time per GiB (each new page faulted in from the host), O_DIRECT 0.06 s; and an
+ * export of hundreds of GiB does not push the SR's VM disks out of the cache. Writes that cannot be direct (the
+ * last block, a spool continued at an odd length, a filesystem without O_DIRECT) are buffered, flushed every
+ * WRITE_BEHIND_BYTES so that no pile of dirty pages builds up and the kernel throttles every writer.
  */
+const DIRECT_ALIGN = 4096;
 const WRITE_BEHIND_BYTES = 64 * 1024 * 1024;
 /** Below this much free space an export stops rather than fill the disk. */
 const HARD_FLOOR_BYTES = 64 * 1024 * 1024;
@@ -299,13 +302,25 @@ export async function continueExport(session: string, meta: SpoolMeta, from: num
   return run(meta, response, pool, from, response.header("task-id") ?? undefined);
 }
 
+/** The spool's archive, open for writing: with O_DIRECT too where the filesystem has it. */
+interface SpoolFile {
+  buffered: FileHandle;
+  direct: FileHandle | undefined;
+}
+
+async function openSpool(path: string, fresh: boolean): Promise<SpoolFile> {
+  const buffered = await open(path, fresh ? "w" : "r+");
+  const direct = await open(path, constants.O_WRONLY | constants.O_DIRECT).catch(() => undefined);
+  return { buffered, direct };
+}
+
 const ok = (response: BlockAnswer) => response.status >= 200 && response.status < 300;
 
 async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from: number, task: string | undefined): Promise<ExportJob> {
   // The archive exists before the job is seen: a reader opening it at once must not find it missing.
-  let file: FileHandle;
+  let spool: SpoolFile;
   try {
-    file = await open(archivePath(meta.id), from === 0 ? "w" : "r+");
+    spool = await openSpool(archivePath(meta.id), from === 0);
   } catch (error) {
     response.cancel();
     throw new DownloadError(500, `The export's spool cannot be written (${(error as Error).message}).`);
@@ -316,24 +331,39 @@ async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from
     try {
       let position = from;
       let nextCheck = from + SPACE_CHECK_BYTES;
-      let synced = from;
+      let dirty = 0;
       let syncing: Promise<void> | undefined;
       const write = async (chunks: Buffer[]) => {
-        // One pwritev for all of them, no copy into one buffer; the rest of a short write goes again.
         let pending = chunks;
         let left = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+        let direct = spool.direct !== undefined && position % DIRECT_ALIGN === 0 && chunks.every((chunk) => chunk.length % DIRECT_ALIGN === 0 && chunk.byteOffset % DIRECT_ALIGN === 0);
+        // One pwritev for all of them, no copy into one buffer; the rest of a short write goes again, buffered.
         while (left > 0) {
-          const { bytesWritten } = await file.writev(pending, position);
+          let bytesWritten: number;
+          try {
+            ({ bytesWritten } = await (direct ? spool.direct! : spool.buffered).writev(pending, position));
+          } catch (error) {
+            if (!direct || (error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
+            // This filesystem takes O_DIRECT opens but not such writes: buffered from now on.
+            await spool.direct?.close().catch(() => undefined);
+            spool.direct = undefined;
+            direct = false;
+            continue;
+          }
+          if (!direct) dirty += bytesWritten;
           position += bytesWritten;
           left -= bytesWritten;
-          if (left > 0) pending = [Buffer.concat(pending).subarray(bytesWritten)];
+          if (left > 0) {
+            pending = [Buffer.concat(pending).subarray(bytesWritten)];
+            direct = false;
+          }
         }
         job.advance(position);
-        if (syncing === undefined && position - synced >= WRITE_BEHIND_BYTES) {
-          const upTo = position;
-          syncing = file
+        if (syncing === undefined && dirty >= WRITE_BEHIND_BYTES) {
+          dirty = 0;
+          syncing = spool.buffered
             .datasync()
-            .then(() => void (synced = upTo), () => undefined)
+            .catch(() => undefined)
             .finally(() => (syncing = undefined));
         }
         if (position >= nextCheck) {
@@ -363,7 +393,8 @@ async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from
             : new DownloadError(502, `The export stopped before its end (${(error as Error).message}); download it again to continue it.`);
       job.finish(failure);
     } finally {
-      await file.close().catch(() => undefined);
+      await spool.direct?.close().catch(() => undefined);
+      await spool.buffered.close().catch(() => undefined);
       if (registry.jobs.get(meta.id) === job) registry.jobs.delete(meta.id);
     }
   })();
