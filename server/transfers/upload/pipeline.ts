@@ -6,7 +6,6 @@
 import { open, rm } from "node:fs/promises";
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
-import { Readable } from "node:stream";
 import { z } from "zod";
 import { describeTaskError } from "../../api/xenapi-error.ts";
 import { toolstackUrl } from "../../config.ts";
@@ -15,6 +14,8 @@ import { XenApiError } from "../../toolstack/xenapi/errors.ts";
 import { readState, spoolFile, type UploadState, writeState } from "./state.ts";
 
 const READ_CHUNK = 1024 * 1024;
+/** Buffers of the spool in flight to the import at once. */
+const SEND_RING = 4;
 /** How often the follower looks at the spool's size when no PATCH has told it (a fallback; PATCHes notify). */
 const FOLLOW_POLL_MS = 250;
 const TASK_POLL_MS = 500;
@@ -207,19 +208,15 @@ export class ImportPipeline {
           settled = true;
           resolve(o);
         };
-        const body = Readable.from(this.follow(attemptAbort.signal));
         const request = send(url, { method: "PUT", headers: { "content-type": "application/octet-stream", "content-length": String(this.state.length) } });
         this.request = request;
         request.on("error", (error) => {
           broken = error.message;
           settle({ kind: "broken", reason: error.message });
         });
-        body.on("error", (error) => {
-          if (error instanceof Cancelled || attemptAbort.signal.aborted) request.destroy(error);
-          else {
-            broken = error.message;
-            request.destroy(error);
-          }
+        void this.send(request, attemptAbort.signal).catch((error: Error) => {
+          if (!(error instanceof Cancelled || attemptAbort.signal.aborted)) broken = error.message;
+          request.destroy(error);
         });
         request.on("response", (response: IncomingMessage) => {
           const chunks: Buffer[] = [];
@@ -241,7 +238,6 @@ export class ImportPipeline {
             void this.finalTask(xapi, task).then((record) => settle(this.outcomeOf(record, broken)), (error: unknown) => settle({ kind: "broken", reason: brokenReason(error) }));
           });
         });
-        body.pipe(request);
         // The task may fail while the upload still sends (the toolstack would drain the rest for a while first).
         void this.watchTask(xapi, task, attemptAbort.signal).then((record) => {
           if (record === undefined || settled) return;
@@ -295,8 +291,30 @@ export class ImportPipeline {
     return undefined;
   }
 
-  /** The spool's bytes from 0 to the upload's length, waiting for each PATCH to append more. */
-  private async *follow(signal: AbortSignal): AsyncGenerator<Buffer> {
+  /**
+   * The spool to the import request, read into a ring of buffers each reused once the request has written it:
+   * a new buffer per read made V8 run a full collection every few MiB (external memory), most of the console's
+   * CPU during an upload.
+   */
+  private async send(request: ClientRequest, signal: AbortSignal): Promise<void> {
+    const ring = Array.from({ length: SEND_RING }, () => ({ buffer: Buffer.allocUnsafeSlow(READ_CHUNK), written: Promise.resolve() }));
+    let slot = 0;
+    const take = async () => {
+      const entry = ring[slot]!;
+      await entry.written;
+      return entry.buffer;
+    };
+    for await (const chunk of this.follow(signal, take)) {
+      const entry = ring[slot]!;
+      slot = (slot + 1) % SEND_RING;
+      entry.written = new Promise((resolve, reject) => request.write(chunk, (error) => (error ? reject(error) : resolve())));
+      entry.written.catch(() => undefined);
+    }
+    request.end();
+  }
+
+  /** The spool's bytes from 0 to the upload's length (read into `take()`'s buffers), waiting for each PATCH to append more. */
+  private async *follow(signal: AbortSignal, take: () => Promise<Buffer>): AsyncGenerator<Buffer> {
     const file = spoolFile(this.state.id);
     let handle: Awaited<ReturnType<typeof open>> | undefined;
     let position = 0;
@@ -311,8 +329,8 @@ export class ImportPipeline {
         }
         const size = handle === undefined ? 0 : (await handle.stat()).size;
         if (handle !== undefined && size > position) {
-          const buffer = Buffer.allocUnsafe(Math.min(READ_CHUNK, size - position, this.state.length - position));
-          const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
+          const buffer = await take();
+          const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - position, this.state.length - position), position);
           position += bytesRead;
           yield buffer.subarray(0, bytesRead);
           continue;
