@@ -60,6 +60,17 @@ export function nodeBinary(): string {
   return process.execPath;
 }
 
+/**
+ * HANGAR_DATABASE_URL: a `postgres://` (or `postgresql://`) URL puts the toolstack's state in that PostgreSQL
+ * database (shared by a pool's hosts); unset, it is SQLite in the data dir. Anything else is refused.
+ */
+export function databaseUrl(): string | undefined {
+  const url = process.env.HANGAR_DATABASE_URL;
+  if (url === undefined || url === "") return undefined;
+  if (!/^postgres(ql)?:\/\//.test(url)) throw new Error(`HANGAR_DATABASE_URL must be a postgres:// URL (got ${url.replace(/\/\/[^@/]*@/, "//…@")}); leave it unset for the embedded SQLite.`);
+  return url;
+}
+
 /** The toolstack the console talks to: HANGAR_TOOLSTACK_URL, default the local `hangar serve`. */
 export function toolstackUrl(): string {
   return process.env.HANGAR_TOOLSTACK_URL || "http://127.0.0.1:8080";

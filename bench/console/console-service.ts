@@ -2,12 +2,12 @@
 // bench's toolstack, and a session cookie minted by the console's own login code with the console's secret.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { SESSION_COOKIE, logIn } from "../../server/auth/session.ts";
 import { ROOT_PASSWORD } from "../../server/toolstack/testing.ts";
 import { cpuSeconds, runCommand } from "../processes.ts";
+import { freePort } from "../../server/free-port.ts";
 
 const repo = join(import.meta.dirname, "..", "..");
 const bin = join(repo, "node_modules", ".bin");
@@ -21,17 +21,6 @@ export interface ConsoleService {
   cookieValue: string;
   cpu(): number;
   stop(): Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**

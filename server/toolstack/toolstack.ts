@@ -2,7 +2,7 @@
 // data dir. First start makes the pool and this host; every start recovers tasks a previous run left.
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { dataDir, hostUuid } from "../config.ts";
+import { dataDir, databaseUrl, hostUuid } from "../config.ts";
 import { eventCalls } from "./calls/event.ts";
 import { sessionCalls } from "./calls/session.ts";
 import { systemCalls } from "./calls/system.ts";
@@ -10,6 +10,7 @@ import { taskCalls } from "./calls/task.ts";
 import type { Database } from "./db/database.ts";
 import { migrate } from "./db/migrations.ts";
 import { openSqlite } from "./db/sqlite.ts";
+import { openPostgres } from "./db/postgres.ts";
 import { EventLog } from "./events.ts";
 import type { Route } from "./http.ts";
 import { ObjectStore } from "./objects.ts";
@@ -62,9 +63,16 @@ export interface Feature {
 
 const CORE: Feature[] = [{ calls: [...sessionCalls, ...taskCalls, ...eventCalls, ...systemCalls] }];
 
+/** HANGAR_DATABASE_URL's PostgreSQL (a pool's shared database) when set, else SQLite in the data dir. */
+function openDatabase(dir: string): Database {
+  const url = databaseUrl();
+  if (url === undefined) return openSqlite(join(dir, "toolstack.db"));
+  return openPostgres(url);
+}
+
 export async function openToolstack(options: ToolstackOptions = {}, features: Feature[] = []): Promise<Toolstack> {
   const dir = options.dataDir ?? dataDir();
-  const db = options.database ?? openSqlite(join(dir, "toolstack.db"));
+  const db = options.database ?? openDatabase(dir);
   await migrate(db);
   const events = new EventLog(db);
   const objects = new ObjectStore(db, events);

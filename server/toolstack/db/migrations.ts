@@ -49,18 +49,21 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
-/** Brings the schema up to date; refuses a database made by a newer Hangar. */
+/**
+ * Brings the schema up to date; refuses a database made by a newer Hangar. One transaction for all of it:
+ * hosts starting together on one PostgreSQL database migrate it once, the others then find it current.
+ */
 export async function migrate(db: Database): Promise<void> {
-  await db.run("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied TEXT NOT NULL)");
-  const row = await db.get<{ version: number | null }>("SELECT MAX(version) AS version FROM schema_migrations");
-  const current = Number(row?.version ?? 0);
-  if (current > SCHEMA_VERSION) {
-    throw new Error(`the database has schema version ${current}, newer than this Hangar's ${SCHEMA_VERSION}: upgrade Hangar`);
-  }
-  for (const migration of MIGRATIONS.filter((m) => m.version > current)) {
-    await db.transaction(async (tx) => {
+  await db.transaction(async (tx) => {
+    await tx.run("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied TEXT NOT NULL)");
+    const row = await tx.get<{ version: number | null }>("SELECT MAX(version) AS version FROM schema_migrations");
+    const current = Number(row?.version ?? 0);
+    if (current > SCHEMA_VERSION) {
+      throw new Error(`the database has schema version ${current}, newer than this Hangar's ${SCHEMA_VERSION}: upgrade Hangar`);
+    }
+    for (const migration of MIGRATIONS.filter((m) => m.version > current)) {
       for (const statement of migration.statements) await tx.run(statement);
       await tx.run("INSERT INTO schema_migrations (version, applied) VALUES (?, ?)", [migration.version, new Date().toISOString()]);
-    });
-  }
+    }
+  });
 }

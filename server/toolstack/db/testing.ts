@@ -1,0 +1,89 @@
+// A throwaway PostgreSQL cluster for tests: Debian's server binaries, initdb into a temp dir, one postgres on
+// a free loopback port with durability off (the tests' data is thrown away), a fresh database per caller.
+// PostgreSQL refuses to run as root: as root the cluster runs as the `postgres` user the package made.
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
+import { freePort } from "../../free-port.ts";
+
+const DEBIAN_ROOT = "/usr/lib/postgresql";
+
+/** The newest installed server's bin dir, or an error saying what to install. */
+function serverBin(): string {
+  const versions = existsSync(DEBIAN_ROOT) ? readdirSync(DEBIAN_ROOT).filter((v) => existsSync(join(DEBIAN_ROOT, v, "bin", "initdb"))) : [];
+  const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
+  if (newest === undefined) throw new Error(`no PostgreSQL server under ${DEBIAN_ROOT}: install Debian's postgresql package (npm test does, as root)`);
+  return join(DEBIAN_ROOT, newest, "bin");
+}
+
+/** As root, the postgres user's uid and gid (from /etc/passwd); otherwise the cluster runs as the caller. */
+function runAs(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const line = readFileSync("/etc/passwd", "utf8").split("\n").find((entry) => entry.startsWith("postgres:"));
+  if (line === undefined) throw new Error("running as root, and there is no postgres user to run PostgreSQL as");
+  const [, , uid, gid] = line.split(":");
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+export interface TestPostgres {
+  /** A new, empty database of the cluster: its URL. */
+  createDatabase(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export async function startTestPostgres(): Promise<TestPostgres> {
+  const bin = serverBin();
+  const user = runAs();
+  const dir = mkdtempSync(join(tmpdir(), "hangar-pg-"));
+  if (user !== undefined) chownSync(dir, user.uid, user.gid);
+  const data = join(dir, "data");
+  const init = spawnSync(join(bin, "initdb"), ["-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"], { ...user, encoding: "utf8" });
+  if (init.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`initdb failed: ${init.stderr || init.error?.message}`);
+  }
+  const port = await freePort();
+  const settings = ["fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200"].flatMap((setting) => ["-c", setting]);
+  const server: ChildProcess = spawn(join(bin, "postgres"), ["-D", data, "-h", "127.0.0.1", "-p", String(port), "-k", dir, ...settings], { ...user, stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  server.stderr!.setEncoding("utf8").on("data", (text: string) => (log = (log + text).slice(-4000)));
+  const exited = new Promise<void>((resolve) => server.once("exit", () => resolve()));
+  const base = `postgres://postgres@127.0.0.1:${port}`;
+  const admin = new pg.Pool({ connectionString: `${base}/postgres`, max: 2 });
+  admin.on("error", () => undefined);
+  const stop = async () => {
+    await admin.end().catch(() => undefined);
+    if (server.exitCode === null && server.signalCode === null) {
+      server.kill("SIGINT"); // fast shutdown
+      const timer = setTimeout(() => server.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (server.exitCode !== null) {
+      await stop();
+      throw new Error(`postgres exited: ${log.trim()}`);
+    }
+    if (await admin.query("SELECT 1").then(() => true, () => false)) break;
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`postgres did not accept connections within 30 s: ${log.trim()}`);
+    }
+    await sleep(100);
+  }
+  let databases = 0;
+  return {
+    createDatabase: async () => {
+      const name = `hangar_test_${++databases}`;
+      await admin.query(`CREATE DATABASE ${name}`);
+      return `${base}/${name}`;
+    },
+    stop,
+  };
+}
