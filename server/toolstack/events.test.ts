@@ -2,15 +2,13 @@
 // objects) they watch; EVENTS_LOST when they fell too far behind. Events are numbered in the database, so
 // another process's changes are seen too.
 import assert from "node:assert/strict";
-import { rm } from "node:fs/promises";
-import { join } from "node:path";
 import { describe, test, type TestContext } from "node:test";
 import type { Database } from "./db/database.ts";
 import { migrate } from "./db/migrations.ts";
-import { openSqlite } from "./db/sqlite.ts";
+import { bothEngines, type TestEngine } from "./db/testing.ts";
 import { EventLog } from "./events.ts";
 import { ObjectStore } from "./objects.ts";
-import { openTestToolstack, ROOT_PASSWORD, tempDataDir } from "./testing.ts";
+import { openTestToolstack, ROOT_PASSWORD } from "./testing.ts";
 import { XenApiError } from "./xenapi/errors.ts";
 import { invoke } from "./xenapi/methods.ts";
 import { XenDouble, type XenRecord } from "./xenapi/values.ts";
@@ -21,8 +19,10 @@ interface Log {
   objects: ObjectStore;
 }
 
-async function openLog(t: TestContext, path = ":memory:"): Promise<Log> {
-  const db = openSqlite(path);
+const engines = bothEngines();
+
+async function openLog(t: TestContext, engine: TestEngine, place?: string): Promise<Log> {
+  const db = engine.open(place ?? (await engine.place(t)));
   t.after(() => db.close());
   await migrate(db);
   const events = new EventLog(db);
@@ -37,9 +37,10 @@ const summary = (events: unknown[]) => (events as Event[]).map((e) => `${e.opera
 
 const eventsLost = (error: unknown) => error instanceof XenApiError && error.code === "EVENTS_LOST";
 
-describe("event log", () => {
+for (const engine of engines)
+describe(`event log on ${engine.name}`, () => {
   test("valid_ref_counts come from a class's counter when it has one: its (dear) lister is not run", async (t) => {
-    const { events, objects } = await openLog(t);
+    const { events, objects } = await openLog(t, engine);
     let listed = 0;
     events.registerClass(
       "VDI",
@@ -56,7 +57,7 @@ describe("event log", () => {
   });
 
   test('token "" answers the current objects as "add" events, valid_ref_counts and a token', async (t) => {
-    const { events, objects } = await openLog(t);
+    const { events, objects } = await openLog(t, engine);
     await objects.create("VM", record("vm1"));
     await objects.create("task", record("t1", { progress: 0.5 }));
     const batch = await events.from(["VM", "task"], "", 0);
@@ -68,7 +69,7 @@ describe("event log", () => {
   });
 
   test("after a token: each committed change once, in order, with its snapshot; the token moves on", async (t) => {
-    const { events, objects } = await openLog(t);
+    const { events, objects } = await openLog(t, engine);
     const start = await events.currentToken();
     const vm = await objects.create("VM", record("a"));
     await objects.set("VM", vm.ref, { name_label: "b" });
@@ -82,7 +83,7 @@ describe("event log", () => {
   });
 
   test('class filters: case-insensitive names, "*" for all, "task/<ref>" for one object, unknown classes ignored', async (t) => {
-    const { events, objects } = await openLog(t);
+    const { events, objects } = await openLog(t, engine);
     const start = await events.currentToken();
     const mine = await objects.create("task", record("mine"));
     await objects.create("task", record("other"));
@@ -96,7 +97,7 @@ describe("event log", () => {
   });
 
   test("a waiting event.from answers as soon as a matching change commits; changes of other classes do not end the wait", async (t) => {
-    const { events, objects } = await openLog(t);
+    const { events, objects } = await openLog(t, engine);
     const vm = await objects.create("VM", record("vm"));
     const start = await events.currentToken();
     const began = Date.now();
@@ -110,7 +111,7 @@ describe("event log", () => {
   });
 
   test("with nothing to report it answers empty at the timeout, the token past what it skipped", async (t) => {
-    const { events, objects } = await openLog(t);
+    const { events, objects } = await openLog(t, engine);
     const start = await events.currentToken();
     await objects.create("task", record("not watched"));
     const began = Date.now();
@@ -122,7 +123,7 @@ describe("event log", () => {
   });
 
   test("a matching change behind more than a page of other changes is answered at once, not at the timeout", async (t) => {
-    const { events, objects } = await openLog(t);
+    const { events, objects } = await openLog(t, engine);
     const vm = await objects.create("VM", record("vm"));
     const start = await events.currentToken();
     for (let i = 0; i < 2500; i++) await events.record("task", `OpaqueRef:noise-${i}`, "mod", null);
@@ -134,7 +135,7 @@ describe("event log", () => {
   });
 
   test("a token older than the events kept is EVENTS_LOST; a fresh snapshot then works", async (t) => {
-    const { events, objects } = await openLog(t);
+    const { events, objects } = await openLog(t, engine);
     const old = await events.currentToken();
     for (let i = 0; i < 11_000; i++) await events.record("task", "OpaqueRef:busy", "mod", null);
     await assert.rejects(events.from(["task"], old, 0), eventsLost);
@@ -145,18 +146,16 @@ describe("event log", () => {
   });
 
   test("a token that is not one is EVENT_FROM_TOKEN_PARSE_FAILURE", async (t) => {
-    const { events } = await openLog(t);
+    const { events } = await openLog(t, engine);
     for (const token of ["abc", "-1", "1.5"]) {
       await assert.rejects(events.from(["*"], token, 0), (error) => error instanceof XenApiError && error.code === "EVENT_FROM_TOKEN_PARSE_FAILURE" && error.params[0] === token);
     }
   });
 
   test("changes committed by another process on the same database are seen by a waiting reader", async (t) => {
-    const dir = await tempDataDir();
-    t.after(() => rm(dir, { recursive: true, force: true }));
-    const path = join(dir, "toolstack.db");
-    const reader = await openLog(t, path);
-    const writer = await openLog(t, path);
+    const place = await engine.place(t);
+    const reader = await openLog(t, engine, place);
+    const writer = await openLog(t, engine, place);
     const start = await reader.events.currentToken();
     const waiting = reader.events.from(["vm"], start, 10);
     setTimeout(() => void writer.objects.create("VM", record("elsewhere")), 100);

@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import { rm } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import { describe, test } from "node:test";
+import { describe, test, type TestContext } from "node:test";
 import { migrate } from "./db/migrations.ts";
-import { openSqlite } from "./db/sqlite.ts";
+import { bothEngines, type TestEngine } from "./db/testing.ts";
 import { Sessions } from "./sessions.ts";
 import { openTestToolstack, ROOT_PASSWORD, tempDataDir } from "./testing.ts";
 import { openToolstack } from "./toolstack.ts";
@@ -15,8 +15,11 @@ import { invoke } from "./xenapi/methods.ts";
 const xenError = (code: string, params?: string[]) => (error: unknown) =>
   error instanceof XenApiError && error.code === code && (params === undefined || JSON.stringify(error.params) === JSON.stringify(params));
 
-async function sessions(timeoutMs: number): Promise<Sessions> {
-  const db = openSqlite(":memory:");
+const engines = bothEngines();
+
+async function sessions(t: TestContext, engine: TestEngine, timeoutMs: number): Promise<Sessions> {
+  const db = engine.open(await engine.place(t));
+  t.after(() => db.close());
   await migrate(db);
   const store = new Sessions(db, { timeoutMs });
   await store.setPassword("root", "pw");
@@ -63,28 +66,6 @@ describe("sessions", () => {
     await assert.rejects(invoke(ts, "task.get_all", [null]), xenError("SESSION_INVALID"));
   });
 
-  test("a session idle longer than the timeout is SESSION_INVALID; one in use stays", async () => {
-    const store = await sessions(300);
-    const idle = await store.login("root", "pw", "test");
-    const busy = await store.login("root", "pw", "test");
-    for (let i = 0; i < 8; i++) {
-      await sleep(60);
-      await store.check(busy.ref);
-    }
-    await assert.rejects(store.check(idle.ref), xenError("SESSION_INVALID", [idle.ref]));
-    assert.equal((await store.check(busy.ref)).ref, busy.ref, "used every 60 ms for 480 ms, never idle 300 ms");
-  });
-
-  test("expire() removes the idle sessions only", async () => {
-    const store = await sessions(100);
-    const idle = await store.login("root", "pw", "");
-    await sleep(150);
-    const fresh = await store.login("root", "pw", "");
-    assert.equal(await store.expire(), 1);
-    await assert.rejects(store.check(idle.ref), xenError("SESSION_INVALID"));
-    await store.check(fresh.ref);
-  });
-
   test("root's password: generated once on first start and only its scrypt hash stored; a given one replaces it", async (t) => {
     const dataDir = await tempDataDir();
     const generated: string[] = [];
@@ -116,5 +97,30 @@ describe("sessions", () => {
     assert.equal(generated.length, 1);
     await invoke(chosen, "session.login_with_password", ["root", "chosen"]);
     await assert.rejects(invoke(chosen, "session.login_with_password", ["root", password]), xenError("SESSION_AUTHENTICATION_FAILED"));
+  });
+});
+
+for (const engine of engines)
+describe(`session store on ${engine.name}`, () => {
+  test("a session idle longer than the timeout is SESSION_INVALID; one in use stays", async (t) => {
+    const store = await sessions(t, engine, 300);
+    const idle = await store.login("root", "pw", "test");
+    const busy = await store.login("root", "pw", "test");
+    for (let i = 0; i < 8; i++) {
+      await sleep(60);
+      await store.check(busy.ref);
+    }
+    await assert.rejects(store.check(idle.ref), xenError("SESSION_INVALID", [idle.ref]));
+    assert.equal((await store.check(busy.ref)).ref, busy.ref, "used every 60 ms for 480 ms, never idle 300 ms");
+  });
+
+  test("expire() removes the idle sessions only", async (t) => {
+    const store = await sessions(t, engine, 100);
+    const idle = await store.login("root", "pw", "");
+    await sleep(150);
+    const fresh = await store.login("root", "pw", "");
+    assert.equal(await store.expire(), 1);
+    await assert.rejects(store.check(idle.ref), xenError("SESSION_INVALID"));
+    await store.check(fresh.ref);
   });
 });

@@ -3,42 +3,14 @@
 // between its statements, however its body awaits: on PostgreSQL across separate connection pools too, as
 // the hosts of a pool have.
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { after, before, describe, test, type TestContext } from "node:test";
+import { describe, test, type TestContext } from "node:test";
 import type { Database } from "./database.ts";
 import { migrate, SCHEMA_VERSION } from "./migrations.ts";
-import { numberPlaceholders, openPostgres } from "./postgres.ts";
-import { openSqlite } from "./sqlite.ts";
-import { startTestPostgres, type TestPostgres } from "./testing.ts";
+import { numberPlaceholders } from "./postgres.ts";
+import { bothEngines } from "./testing.ts";
 
-/** An engine under test: `place()` names a new, empty database; `open(place)` connects to it (again). */
-interface Engine {
-  name: string;
-  place(t: TestContext): Promise<string>;
-  open(place: string): Database;
-}
-
-let cluster: TestPostgres | undefined;
-const engines: Engine[] = [
-  {
-    name: "SQLite",
-    place: async (t) => {
-      const dir = await mkdtemp(join(tmpdir(), "hangar-sqlite-"));
-      t.after(() => rm(dir, { recursive: true, force: true }));
-      return join(dir, "nested", "toolstack.db");
-    },
-    open: openSqlite,
-  },
-  { name: "PostgreSQL", place: () => cluster!.createDatabase(), open: (url) => openPostgres(url) },
-];
-
-before(async () => {
-  cluster = await startTestPostgres();
-});
-after(() => cluster?.stop());
+const engines = bothEngines();
 
 for (const engine of engines) {
 describe(`${engine.name} database`, () => {

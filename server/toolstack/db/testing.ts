@@ -3,10 +3,15 @@
 // PostgreSQL refuses to run as root: as root the cluster runs as the `postgres` user the package made.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { after, before, type TestContext } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
+import type { Database } from "./database.ts";
+import { openPostgres } from "./postgres.ts";
+import { openSqlite } from "./sqlite.ts";
 import { freePort } from "../../free-port.ts";
 
 const DEBIAN_ROOT = "/usr/lib/postgresql";
@@ -86,4 +91,35 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     },
     stop,
   };
+}
+
+/** An engine under test: `place()` names a new, empty database; `open(place)` connects to it (again). */
+export interface TestEngine {
+  name: "SQLite" | "PostgreSQL";
+  place(t: TestContext): Promise<string>;
+  open(place: string): Database;
+}
+
+/**
+ * Both engines, for a test file to run its tests on each: call it at the file's top level. PostgreSQL's
+ * cluster starts before the file's tests and stops after them.
+ */
+export function bothEngines(): TestEngine[] {
+  let cluster: TestPostgres | undefined;
+  before(async () => {
+    cluster = await startTestPostgres();
+  });
+  after(() => cluster?.stop());
+  return [
+    {
+      name: "SQLite",
+      place: async (t) => {
+        const dir = await mkdtemp(join(tmpdir(), "hangar-sqlite-"));
+        t.after(() => rm(dir, { recursive: true, force: true }));
+        return join(dir, "nested", "toolstack.db");
+      },
+      open: openSqlite,
+    },
+    { name: "PostgreSQL", place: () => cluster!.createDatabase(), open: (url) => openPostgres(url) },
+  ];
 }
