@@ -1,5 +1,6 @@
 // The toolstack suite (`npm run bench -- toolstack`): XenAPI call latency over JSON-RPC and XML-RPC with one
-// caller and with many, SR listing with 10 SRs, VDI listing of an SR of 10,000 volumes, each next to a
+// caller and with many, SR listing with 10 SRs, VDI listing of an SR of 10,000 volumes, the management API on
+// PostgreSQL against SQLite, each next to a
 // baseline measured in the same run. The service is `hangar serve` in a process of its own (its CPU per call
 // read from /proc), over a data dir of the run; sections run in order on that one service (each adds
 // objects). Progress goes to stderr, the table to stdout; a section that fails gives a failed row.
@@ -7,6 +8,7 @@ import { join } from "node:path";
 import { renderTable, unavailableRow, type Row } from "./table.ts";
 import { openWorkspace } from "./workspace.ts";
 import { benchCallLatency } from "./toolstack/call-latency.ts";
+import { benchEngines } from "./toolstack/engines.ts";
 import { type BenchService, startBenchService } from "./toolstack/service.ts";
 import { toolstackSizes, type ToolstackSizes } from "./toolstack/sizes.ts";
 import { benchSrListing } from "./toolstack/sr-listing.ts";
@@ -23,6 +25,7 @@ const SECTIONS: Section[] = [
   { id: "latency", name: "call latency", target: "", bench: benchCallLatency },
   { id: "srs", name: "SR listing, 10 SRs", target: "", bench: benchSrListing },
   { id: "vdis", name: "VDI listing, 10,000 volumes", target: "< 300 ms", bench: benchVdiListing },
+  { id: "engines", name: "management API on SQLite and PostgreSQL", target: "", bench: benchEngines },
 ];
 
 export async function run(): Promise<void> {

@@ -27,9 +27,10 @@ function childrenCpuSeconds(pid: number): number {
   return (Number(fields[13]) + Number(fields[14])) / 100; // USER_HZ is 100 on Linux
 }
 
-export async function startBenchService(dataDir: string): Promise<BenchService> {
+/** `env` adds to the service's environment (e.g. HANGAR_DATABASE_URL). */
+export async function startBenchService(dataDir: string, env: Record<string, string> = {}): Promise<BenchService> {
   // The run dir of the bench workspace: its clean-up (also on Ctrl-C) finds the service and its daemons by it.
-  const serve = await startServeProcess(dataDir, { HANGAR_RUN_DIR: process.env.HANGAR_RUN_DIR });
+  const serve = await startServeProcess(dataDir, { HANGAR_RUN_DIR: process.env.HANGAR_RUN_DIR, ...env });
   try {
     const client = await XenApiClient.login(serve.url, "root", ROOT_PASSWORD, "hangar-bench");
     return {

@@ -1,5 +1,6 @@
-// A throwaway PostgreSQL cluster for tests: Debian's server binaries, initdb into a temp dir, one postgres on
-// a free loopback port with durability off (the tests' data is thrown away), a fresh database per caller.
+// A throwaway PostgreSQL cluster for tests and benches: Debian's server binaries, initdb into a temp dir, one
+// postgres on a free loopback port (durability off for tests: their data is thrown away), a fresh database
+// per caller.
 // PostgreSQL refuses to run as root: as root the cluster runs as the `postgres` user the package made.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -39,7 +40,8 @@ export interface TestPostgres {
   stop(): Promise<void>;
 }
 
-export async function startTestPostgres(): Promise<TestPostgres> {
+/** `durable`: fsync and synchronous commit on, as in production (benchmarks); off by default (tests). */
+export async function startTestPostgres(options: { durable?: boolean } = {}): Promise<TestPostgres> {
   const bin = serverBin();
   const user = runAs();
   const dir = mkdtempSync(join(tmpdir(), "hangar-pg-"));
@@ -51,7 +53,8 @@ export async function startTestPostgres(): Promise<TestPostgres> {
     throw new Error(`initdb failed: ${init.stderr || init.error?.message}`);
   }
   const port = await freePort();
-  const settings = ["fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200"].flatMap((setting) => ["-c", setting]);
+  const fast = options.durable === true ? [] : ["fsync=off", "synchronous_commit=off", "full_page_writes=off"];
+  const settings = [...fast, "max_connections=200"].flatMap((setting) => ["-c", setting]);
   const server: ChildProcess = spawn(join(bin, "postgres"), ["-D", data, "-h", "127.0.0.1", "-p", String(port), "-k", dir, ...settings], { ...user, stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   server.stderr!.setEncoding("utf8").on("data", (text: string) => (log = (log + text).slice(-4000)));
