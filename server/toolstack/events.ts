@@ -37,9 +37,16 @@ export class EventLog {
   readonly #listers = new Map<string, ClassLister>();
   readonly #counters = new Map<string, () => Promise<number>>();
   #appended = 0;
+  /** An event was appended in a transaction not yet committed: waiting readers are woken once it is. */
+  #unannounced = false;
 
   constructor(db: Database) {
     this.#db = db;
+    db.onCommit(() => {
+      if (!this.#unannounced) return;
+      this.#unannounced = false;
+      this.#wake();
+    });
   }
 
   /**
@@ -74,8 +81,7 @@ export class EventLog {
       snapshot === null ? null : JSON.stringify(snapshot),
     ]);
     if (++this.#appended % 1000 === 0) await tx.run("DELETE FROM events WHERE id <= ?", [id - MAX_EVENTS]);
-    // Woken readers query after this transaction: the database serialises them behind it.
-    setImmediate(() => this.#wake());
+    this.#unannounced = true;
     return id;
   }
 

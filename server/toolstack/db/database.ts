@@ -16,5 +16,10 @@ export interface Database extends Queryable {
   readonly engine: "sqlite" | "postgres";
   /** Runs `body` in one transaction: all its changes or none. Transactions never interleave. */
   transaction<T>(body: (tx: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * Calls `listener` after every transaction this connection commits, once its changes are visible to every
+   * other connection (waking readers any earlier would let them miss the change).
+   */
+  onCommit(listener: () => void): void;
   close(): Promise<void>;
 }

@@ -62,9 +62,11 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
   // An idle connection the server drops (a restart) is replaced on next use; without a listener it would crash the process.
   pool.on("error", () => undefined);
   const direct = queryable(pool);
+  const committed = new Set<() => void>();
   return {
     engine: "postgres",
     ...direct,
+    onCommit: (listener) => void committed.add(listener),
     transaction: async (body) => {
       const client = await pool.connect();
       // A connection whose ROLLBACK failed is in an unknown state: it is closed, not given back to the pool.
@@ -75,6 +77,7 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
           await client.query("SELECT pg_advisory_xact_lock($1)", [TRANSACTION_LOCK]);
           const result = await body(queryable(client));
           await client.query("COMMIT");
+          for (const listener of committed) listener();
           return result;
         } catch (error) {
           await client.query("ROLLBACK").catch(() => (broken = true));

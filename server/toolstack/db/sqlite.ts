@@ -37,8 +37,10 @@ export function openSqlite(path: string): Database {
     return result;
   };
 
+  const committed = new Set<() => void>();
   return {
     engine: "sqlite",
+    onCommit: (listener) => void committed.add(listener),
     all: (sql, params) => exclusive(() => direct.all(sql, params)),
     get: (sql, params) => exclusive(() => direct.get(sql, params)),
     run: (sql, params) => exclusive(() => direct.run(sql, params)),
@@ -48,6 +50,7 @@ export function openSqlite(path: string): Database {
         try {
           const result = await body(direct);
           db.exec("COMMIT");
+          for (const listener of committed) listener();
           return result;
         } catch (error) {
           db.exec("ROLLBACK");
