@@ -2,20 +2,16 @@
 // XML-RPC: VM.get_all_records (VMs seeded), task.get_record (one of the tasks seeded), SR.get_all_records (the
 // default SR). Baseline: session.get_uuid over the same wire with as many callers, the floor of any call
 // (HTTP, parsing, the session check, encoding). Contenders run in turn, round after round.
-import { z } from "zod";
 import type { Row } from "../table.ts";
-import { type BenchService, formatLatency, type LatencyBatch, measureBatch, percentile, pool, prepareCall, type Wire, WIRES } from "./service.ts";
+import { type BenchService, formatLatency, type LatencyBatch, measureBatch, percentile, pool, prepareCall, seedVmsAndTasks, type Wire, WIRES } from "./service.ts";
 import type { ToolstackSizes } from "./sizes.ts";
 
 const CALLS = ["session.get_uuid", "task.get_record", "VM.get_all_records", "SR.get_all_records"] as const;
 type Call = (typeof CALLS)[number];
 
 export async function benchCallLatency(service: BenchService, sizes: ToolstackSizes): Promise<Row[]> {
-  const { client } = service;
-  for (let i = 0; i < sizes.vms; i++) await client.call(z.string(), "VM.create", { name_label: `bench vm ${i}`, VCPUs_max: 2, VCPUs_at_startup: 2 });
-  const tasks: string[] = [];
-  for (let i = 0; i < sizes.tasks; i++) tasks.push(await client.call(z.string(), "task.create", `bench task ${i}`, ""));
-  const session = client.session;
+  const tasks = await seedVmsAndTasks(service, sizes, "bench");
+  const session = service.client.session;
   const params: Record<Call, string[]> = {
     "session.get_uuid": [session, session],
     "task.get_record": [session, tasks[tasks.length >> 1]!],

@@ -3,20 +3,16 @@
 // state is in PostgreSQL (a throwaway cluster of Debian's server on this machine, durability on as in
 // production), both seeded alike. Baseline: the SQLite service.
 import { join } from "node:path";
-import { z } from "zod";
 import { startTestPostgres } from "../../server/toolstack/db/testing.ts";
 import type { Row } from "../table.ts";
-import { type BenchService, formatLatency, type LatencyBatch, measureBatch, percentile, pool, prepareCall, startBenchService } from "./service.ts";
+import { type BenchService, formatLatency, type LatencyBatch, measureBatch, percentile, pool, prepareCall, seedVmsAndTasks, startBenchService } from "./service.ts";
 import type { ToolstackSizes } from "./sizes.ts";
 
 const CALLS = ["task.get_record", "VM.get_all_records"] as const;
 
 async function seed(service: BenchService, sizes: ToolstackSizes): Promise<Record<(typeof CALLS)[number], string[]>> {
-  const { client } = service;
-  for (let i = 0; i < sizes.vms; i++) await client.call(z.string(), "VM.create", { name_label: `engine vm ${i}`, VCPUs_max: 2, VCPUs_at_startup: 2 });
-  const tasks: string[] = [];
-  for (let i = 0; i < sizes.tasks; i++) tasks.push(await client.call(z.string(), "task.create", `engine task ${i}`, ""));
-  return { "task.get_record": [client.session, tasks[tasks.length >> 1]!], "VM.get_all_records": [client.session] };
+  const tasks = await seedVmsAndTasks(service, sizes, "engine");
+  return { "task.get_record": [service.client.session, tasks[tasks.length >> 1]!], "VM.get_all_records": [service.client.session] };
 }
 
 export async function benchEngines(sqlite: BenchService, sizes: ToolstackSizes): Promise<Row[]> {

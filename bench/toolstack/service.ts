@@ -2,6 +2,7 @@
 // from /proc), a XenAPI client to seed it, and callers that post a prepared request in either wire form
 // with as little client work as possible (the body built once, the answer checked for success only).
 import { readFileSync } from "node:fs";
+import { z } from "zod";
 import { XenApiClient } from "../../server/toolstack/xenapi/client.ts";
 import { ROOT_PASSWORD, startServeProcess } from "../../server/toolstack/testing.ts";
 import type { XenValue } from "../../server/toolstack/xenapi/values.ts";
@@ -44,6 +45,15 @@ export async function startBenchService(dataDir: string, env: Record<string, str
     await serve.stop();
     throw error;
   }
+}
+
+/** Seeds `service` with `sizes.vms` VMs and `sizes.tasks` tasks named after `label`; answers the tasks' refs. */
+export async function seedVmsAndTasks(service: BenchService, sizes: { vms: number; tasks: number }, label: string): Promise<string[]> {
+  const { client } = service;
+  for (let i = 0; i < sizes.vms; i++) await client.call(z.string(), "VM.create", { name_label: `${label} vm ${i}`, VCPUs_max: 2, VCPUs_at_startup: 2 });
+  const tasks: string[] = [];
+  for (let i = 0; i < sizes.tasks; i++) tasks.push(await client.call(z.string(), "task.create", `${label} task ${i}`, ""));
+  return tasks;
 }
 
 /** One call prepared once; each run posts it and checks the answer is a success. */

@@ -37,13 +37,10 @@ const types = {
   getTypeParser: ((oid: number, format?: "text" | "binary") => (oid === INT8_OID ? int8 : pg.types.getTypeParser(oid, format))) as typeof pg.types.getTypeParser,
 };
 
-function queryable(client: pg.Pool | pg.PoolClient): Queryable {
-  const texts = new Map<string, string>();
-  const text = (sql: string) => {
-    let numbered = texts.get(sql);
-    if (numbered === undefined) texts.set(sql, (numbered = numberPlaceholders(sql)));
-    return numbered;
-  };
+/** `sql` with `$n` placeholders, each statement translated once per database. */
+type Translate = (sql: string) => string;
+
+function queryable(client: pg.Pool | pg.PoolClient, text: Translate): Queryable {
   return {
     all: async <T extends object>(sql: string, params: readonly SqlValue[] = []) => (await client.query(text(sql), [...params])).rows as T[],
     get: async <T extends object>(sql: string, params: readonly SqlValue[] = []) => (await client.query(text(sql), [...params])).rows[0] as T | undefined,
@@ -61,7 +58,13 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
   const pool = new pg.Pool({ connectionString: url, max: options.max ?? 10, types });
   // An idle connection the server drops (a restart) is replaced on next use; without a listener it would crash the process.
   pool.on("error", () => undefined);
-  const direct = queryable(pool);
+  const texts = new Map<string, string>();
+  const text: Translate = (sql) => {
+    let numbered = texts.get(sql);
+    if (numbered === undefined) texts.set(sql, (numbered = numberPlaceholders(sql)));
+    return numbered;
+  };
+  const direct = queryable(pool, text);
   const committed = new Set<() => void>();
   return {
     engine: "postgres",
@@ -75,7 +78,7 @@ export function openPostgres(url: string, options: PostgresOptions = {}): Databa
         await client.query("BEGIN");
         try {
           await client.query("SELECT pg_advisory_xact_lock($1)", [TRANSACTION_LOCK]);
-          const result = await body(queryable(client));
+          const result = await body(queryable(client, text));
           await client.query("COMMIT");
           for (const listener of committed) listener();
           return result;

@@ -103,8 +103,8 @@ function framingOf(status: number, headers: Map<string, string>): Framing {
 export function getIntoBlocks(url: URL, pool: BlockPool): Promise<BlockAnswer> {
   return new Promise((resolveHead, rejectHead) => {
     const readBuffer = Buffer.allocUnsafeSlow(READ_BUFFER);
-    let head: Buffer[] | undefined = [];
-    let headBytes = 0;
+    /** The response head so far (one buffer), until it is complete. */
+    let head: Buffer | undefined = Buffer.alloc(0);
     let framing: Framing | undefined;
     /** Chunked state: the size line being read, the data left in this chunk, the CRLF after it, the trailers. */
     let chunk: { phase: "size" | "data" | "crlf" | "trailer"; line: string; left: number } = { phase: "size", line: "", left: 0 };
@@ -114,7 +114,6 @@ export function getIntoBlocks(url: URL, pool: BlockPool): Promise<BlockAnswer> {
     let ended = false;
     let failure: Error | undefined;
     let wake: (() => void) | undefined;
-    let answered = false;
 
     const notify = () => {
       const resume = wake;
@@ -124,7 +123,8 @@ export function getIntoBlocks(url: URL, pool: BlockPool): Promise<BlockAnswer> {
     const fail = (error: Error) => {
       if (failure !== undefined || ended) return;
       failure = error;
-      if (!answered) rejectHead(error);
+      // Before the head was read (framing known), the caller is still waiting for the answer.
+      if (framing === undefined) rejectHead(error);
       socket.destroy();
       notify();
     };
@@ -206,8 +206,9 @@ export function getIntoBlocks(url: URL, pool: BlockPool): Promise<BlockAnswer> {
             chunk.line = "";
             continue;
           }
-          const size = Number.parseInt(line.split(";")[0]!.trim(), 16);
-          if (!Number.isSafeInteger(size) || size < 0 || !/^[0-9a-f]+$/i.test(line.split(";")[0]!.trim())) {
+          const digits = line.split(";")[0]!.trim();
+          const size = Number.parseInt(digits, 16);
+          if (!/^[0-9a-f]+$/i.test(digits) || !Number.isSafeInteger(size)) {
             fail(new Error(`a malformed chunk size (${JSON.stringify(line.slice(0, 40))})`));
             return end;
           }
@@ -238,20 +239,17 @@ export function getIntoBlocks(url: URL, pool: BlockPool): Promise<BlockAnswer> {
     /** A read into `readBuffer`: the head first, then the body. */
     const onRead = (count: number, source: Buffer): boolean => {
       if (head === undefined) return takeOrWait(source, 0, count);
-      head.push(Buffer.from(source.subarray(0, count)));
-      headBytes += count;
-      const joined = Buffer.concat(head);
+      const joined = Buffer.concat([head, source.subarray(0, count)]);
       const endOfHead = joined.indexOf("\r\n\r\n");
       if (endOfHead === -1) {
-        if (headBytes > MAX_HEAD) fail(new Error("the response head is too large"));
-        else head = [joined];
+        if (joined.length > MAX_HEAD) fail(new Error("the response head is too large"));
+        else head = joined;
         return true;
       }
       head = undefined;
       try {
         const parsed = parseHead(joined.toString("latin1", 0, endOfHead));
         framing = framingOf(parsed.status, parsed.headers);
-        answered = true;
         resolveHead(answer(parsed.status, parsed.headers));
       } catch (error) {
         fail(error as Error);

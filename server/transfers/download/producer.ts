@@ -101,7 +101,7 @@ export class ExportJob extends EventEmitter {
   private readonly live = new Set<LiveReader>();
   /** A download from `position` follows the export in memory when it starts within the blocks kept. */
   follow(position: number): LiveReader | undefined {
-    if (this.status !== "running" || this.written - position > FOLLOW_WITHIN) return undefined;
+    if (!this.inMemoryReach(position)) return undefined;
     const reader: LiveReader = { position };
     this.live.add(reader);
     return reader;
@@ -109,8 +109,12 @@ export class ExportJob extends EventEmitter {
   /** The reader moved on (or, with `leave`, went away); one left behind is followed again once it has caught up. */
   moved(reader: LiveReader, leave = false): void {
     if (leave) this.live.delete(reader);
-    else if (!this.live.has(reader) && this.status === "running" && this.written - reader.position <= FOLLOW_WITHIN) this.live.add(reader);
+    else if (!this.live.has(reader) && this.inMemoryReach(reader.position)) this.live.add(reader);
     this.emit("read");
+  }
+  /** A download at `position` is close enough behind a running export for its bytes to still be in memory. */
+  private inMemoryReach(position: number): boolean {
+    return this.status === "running" && this.written - position <= FOLLOW_WITHIN;
   }
   /**
    * Waits until every following download has read up to `position`, so the bytes before it may leave memory.
