@@ -125,7 +125,8 @@ test("srs router", async (t) => {
     // The SR's directory gone from under it: SR.stat fails in the plugin (once the toolstack's 2 s stat cache expires).
     const failing = join(scratch, "failing");
     const sr = await caller.srs.create({ type: "file", name: "Failing SR", deviceConfig: { path: failing } });
-    rmSync(failing, { recursive: true, force: true });
+    // Retried: the attached SR's daemons may be writing a file in it just then (ENOTEMPTY, seen in CI).
+    rmSync(failing, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
     await sleep(2100);
     const listed = (await caller.srs.list()).srs.find((s) => s.ref === sr.ref)!;
     assert.equal(listed.health.tag, "Unreachable");
