@@ -75,3 +75,20 @@ export function databaseUrl(): string | undefined {
 export function toolstackUrl(): string {
   return process.env.HANGAR_TOOLSTACK_URL || "http://127.0.0.1:8080";
 }
+
+/** HANGAR_POOL_ROLE: `master` (the default) or `member` of a pool sharing HANGAR_DATABASE_URL. */
+export function poolRole(value = process.env.HANGAR_POOL_ROLE): "master" | "member" {
+  if (value === undefined || value === "" || value === "master") return "master";
+  if (value === "member") return "member";
+  throw new Error(`HANGAR_POOL_ROLE must be master or member (got ${value})`);
+}
+
+/**
+ * How often a host tells the pool it is alive: HANGAR_HEARTBEAT_MS, default 2000. A host whose heartbeat is
+ * five intervals old is taken for dead: its running tasks are failed.
+ */
+export function heartbeatMs(): number {
+  const value = Number(process.env.HANGAR_HEARTBEAT_MS || 2000);
+  if (!Number.isInteger(value) || value < 50) throw new Error(`HANGAR_HEARTBEAT_MS must be a whole number of milliseconds ≥ 50 (got ${process.env.HANGAR_HEARTBEAT_MS})`);
+  return value;
+}

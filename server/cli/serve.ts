@@ -1,4 +1,5 @@
 // `hangar serve`: runs the toolstack (XenAPI over JSON-RPC and XML-RPC, HTTP and HTTPS) until stopped.
+import { poolRole } from "../config.ts";
 import { TOOLSTACK_FEATURES } from "../toolstack/features.ts";
 import { DEFAULT_MAX_API_BODY } from "../toolstack/http.ts";
 import { serveToolstack } from "../toolstack/serve.ts";
@@ -6,6 +7,7 @@ import { parseCommandLine, UsageError } from "./usage.ts";
 
 export const summary = "run the toolstack service (XenAPI over JSON-RPC and XML-RPC)";
 export const help = `Usage: hangar serve [--port N] [--https-port N] [--address ADDR]
+                    [--database-url URL] [--host-address ADDR] [--pool-role master|member]
 
 Serves XenAPI at http://ADDR:PORT/jsonrpc (JSON-RPC) and http://ADDR:PORT/ (XML-RPC), and the same over
 HTTPS. State (SQLite database, TLS certificate) lives in HANGAR_DATA_DIR. On first start it creates the
@@ -15,11 +17,19 @@ once).
 Options:
   --port N         HTTP port (default: $HANGAR_TOOLSTACK_PORT or 8080)
   --https-port N   HTTPS port, 0 to pick a free one, "off" for none (default: $HANGAR_TOOLSTACK_HTTPS_PORT or 8443)
-  --address ADDR   address to bind (default: all)
+  --address ADDR   address to bind (default: the host address when one is given, else all)
+  --database-url URL     postgres:// database shared by a pool's hosts (default: $HANGAR_DATABASE_URL,
+                         else SQLite in the data dir)
+  --host-address ADDR    the address this host is reached at by the pool and clients (default:
+                         $HANGAR_HOST_ADDRESS or 127.0.0.1)
+  --pool-role ROLE       master or member (default: $HANGAR_POOL_ROLE or master). A second master refuses
+                         to start while the first is alive; a master started when the old one is dead
+                         takes its place.
 
 Environment: HANGAR_TLS_CERT / HANGAR_TLS_KEY (PEM files; default: a self-signed certificate made once),
 HANGAR_ROOT_PASSWORD, HANGAR_SESSION_TIMEOUT (idle seconds, default 86400), HANGAR_API_MAX_BODY (bytes of one
-API request, default 16 MiB), HANGAR_PLUGIN_ROOT, HANGAR_DATA_DIR.
+API request, default 16 MiB), HANGAR_PLUGIN_ROOT, HANGAR_DATA_DIR, HANGAR_HEARTBEAT_MS (a pool host's heartbeat,
+default 2000; five missed ones and it is taken for dead).
 `;
 
 /** A positive whole number from the environment (seconds, bytes), or the default. */
@@ -41,13 +51,28 @@ export async function run(argv: string[]): Promise<number> {
     port: { type: "string" },
     "https-port": { type: "string" },
     address: { type: "string" },
+    "database-url": { type: "string" },
+    "host-address": { type: "string" },
+    "pool-role": { type: "string" },
   });
   if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"`);
   const httpsValue = values["https-port"] ?? process.env.HANGAR_TOOLSTACK_HTTPS_PORT;
+  // The flags stand for their environment variables (the data layer reads HANGAR_DATABASE_URL).
+  if (values["database-url"] !== undefined) process.env.HANGAR_DATABASE_URL = values["database-url"];
+  const hostAddress = values["host-address"] ?? (process.env.HANGAR_HOST_ADDRESS || undefined);
+  let role: "master" | "member";
+  try {
+    role = poolRole(values["pool-role"] ?? process.env.HANGAR_POOL_ROLE);
+  } catch (error) {
+    throw new UsageError((error as Error).message.replace("HANGAR_POOL_ROLE", "--pool-role"));
+  }
+  const address = values.address ?? hostAddress;
   const service = await serveToolstack({
     port: portOption("--port", values.port ?? process.env.HANGAR_TOOLSTACK_PORT, 8080),
     httpsPort: httpsValue === "off" ? null : portOption("--https-port", httpsValue, 8443),
-    address: values.address,
+    address,
+    hostAddress,
+    poolRole: role,
     tlsCert: process.env.HANGAR_TLS_CERT,
     tlsKey: process.env.HANGAR_TLS_KEY,
     rootPassword: process.env.HANGAR_ROOT_PASSWORD,
@@ -57,7 +82,7 @@ export async function run(argv: string[]): Promise<number> {
     onGeneratedPassword: (password) =>
       process.stdout.write(`root password (shown once, stored hashed; set HANGAR_ROOT_PASSWORD to choose one): ${password}\n`),
   });
-  const where = values.address ?? "0.0.0.0";
+  const where = address ?? "0.0.0.0";
   process.stdout.write(
     `toolstack listening: http://${where}:${service.httpPort}/` + (service.httpsPort === null ? "" : `, https://${where}:${service.httpsPort}/`) + "\n",
   );

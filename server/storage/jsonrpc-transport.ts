@@ -11,6 +11,8 @@ export interface JsonRpcEndpoint {
   /** http://host:port/path, or unix:///path/to.sock (HTTP over a unix socket). */
   url: string;
   timeoutMs?: number;
+  /** Sent with every call (a pool's credentials: the plugins of another host are reached this way). */
+  headers?: Record<string, string>;
 }
 
 const ZEnvelope = z.object({ result: z.unknown(), error: z.unknown(), id: z.unknown() });
@@ -28,7 +30,7 @@ export function createJsonRpcTransport(plugin: string, endpoint: JsonRpcEndpoint
         new StorageError(CALLER_CODES.transportFailed, [plugin, method, why], `plugin ${plugin} ${method} (${endpoint.url}): ${why}`);
       let text: string;
       try {
-        text = await post(target, body, timeoutMs);
+        text = await post(target, body, timeoutMs, endpoint.headers);
       } catch (error) {
         throw failed((error as Error).message);
       }
@@ -63,13 +65,13 @@ function parseEndpoint(url: string): Target {
   return { host: parsed.hostname, port: Number(parsed.port || 80), path: `${parsed.pathname}${parsed.search}` };
 }
 
-function post(target: Target, body: string, timeoutMs: number): Promise<string> {
+function post(target: Target, body: string, timeoutMs: number, headers: Record<string, string> = {}): Promise<string> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
         ...target,
         method: "POST",
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+        headers: { ...headers, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
         signal: AbortSignal.timeout(timeoutMs),
       },
       (res) => {

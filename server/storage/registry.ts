@@ -80,8 +80,13 @@ export async function scanPluginRoot(root: string, options: ScanOptions = {}): P
   const order = (p: { kind: PluginKind; dir: string }) => `${PLUGIN_KINDS.indexOf(p.kind)}:${p.dir}`;
   plugins.sort((a, b) => order(a).localeCompare(order(b)));
   skipped.sort((a, b) => order(a).localeCompare(order(b)));
+  return registryOf(absoluteRoot, plugins, skipped);
+}
+
+/** A registry of plugins already registered (scanned here, or listed by another host of the pool). */
+export function registryOf(root: string, plugins: RegisteredPlugin[], skipped: SkippedPlugin[]): PluginRegistry {
   return {
-    root: absoluteRoot,
+    root,
     plugins,
     skipped,
     find(name, kind) {

@@ -18,7 +18,7 @@ import { StorageError } from "../storage/errors.ts";
 import type { Blocklist, Volume } from "../storage/types.ts";
 import { type Attachment, plug, unplug } from "./datapath-session.ts";
 import { objectErrors } from "./object-errors.ts";
-import { type AttachedSr, attachedSr, DBG, hasFeature } from "./srs.ts";
+import { type AttachedSr, attachedSr, DBG, hasFeature, requireLocal } from "./srs.ts";
 import { TASK_KIND_KEY, type TaskControl } from "./tasks.ts";
 import type { Toolstack } from "./toolstack.ts";
 import { announceChanges, fieldKeys, type LocatedVdi, markOperation, rememberVdi, setVolumeKeys, vdiRef, volumeFields } from "./vdi-records.ts";
@@ -189,6 +189,8 @@ async function seeThrough(
  * when both SRs have the same plugin and it declares VDI_COPY. Answers the new VDI's ref.
  */
 export async function copyVdi(ts: Toolstack, control: TaskControl, source: LocatedVdi, dest: AttachedSr): Promise<string> {
+  await requireLocal(ts, source.sr);
+  await requireLocal(ts, dest);
   const volume = await source.sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: source.sr.uri, key: source.key });
   const { plugin: datapath, uri } = await ts.storage.datapathFor(volume.uri);
   if (!(await offersDataCopy(datapath))) return copyVolume(ts, source, dest, volume);
@@ -249,6 +251,7 @@ async function copyVolume(ts: Toolstack, source: LocatedVdi, dest: AttachedSr, v
 
 /** Hangar's VDI.hangar_data_copy / hangar_data_mirror: the VDI's data to a remote NBD URI. */
 export async function dataToRemote(ts: Toolstack, control: TaskControl, source: LocatedVdi, remote: string, what: "data-copy" | "data-mirror"): Promise<void> {
+  await requireLocal(ts, source.sr);
   const volume = await source.sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: source.sr.uri, key: source.key });
   const { plugin: datapath, uri } = await ts.storage.datapathFor(volume.uri);
   await control.remember(TASK_KIND_KEY, DATA_TASK_KIND);
@@ -274,6 +277,8 @@ export async function dataToRemote(ts: Toolstack, control: TaskControl, source: 
  * typically), plugged read-write under the task's own domain as the NBD export Data.mirror writes to.
  */
 export async function mirrorToVdi(ts: Toolstack, control: TaskControl, source: LocatedVdi, dest: LocatedVdi): Promise<void> {
+  await requireLocal(ts, source.sr);
+  await requireLocal(ts, dest.sr);
   const [volume, target] = await Promise.all([
     source.sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: source.sr.uri, key: source.key }),
     dest.sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: dest.sr.uri, key: dest.key }),

@@ -40,7 +40,7 @@ async function readBody(request: IncomingMessage, limit: number): Promise<string
 }
 
 /** The body, or undefined once a 413 has answered a body over the limit. */
-async function readBodyOr413(request: IncomingMessage, response: ServerResponse, limit: number): Promise<string | undefined> {
+export async function readBodyOr413(request: IncomingMessage, response: ServerResponse, limit: number): Promise<string | undefined> {
   try {
     return await readBody(request, limit);
   } catch (error) {
@@ -50,7 +50,7 @@ async function readBodyOr413(request: IncomingMessage, response: ServerResponse,
   }
 }
 
-function send(response: ServerResponse, status: number, contentType: string, body: string): void {
+export function send(response: ServerResponse, status: number, contentType: string, body: string): void {
   response.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(body) });
   response.end(body);
 }
@@ -99,7 +99,8 @@ export function createHandler(ts: Toolstack, options: HttpOptions = {}) {
   return (request: IncomingMessage, response: ServerResponse): void => {
     const url = new URL(request.url ?? "/", "http://toolstack");
     const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, "") : url.pathname;
-    const route = options.routes?.[path];
+    // A route named `/prefix/*` takes every path under /prefix (e.g. /plugins/volume/file).
+    const route = options.routes?.[path] ?? options.routes?.[`/${path.split("/")[1] ?? ""}/*`];
     // Routes decide for themselves whether a body is welcome (they refuse before it is sent); API calls always are.
     if (route === undefined && expectsContinue(request)) response.writeContinue();
     const work =

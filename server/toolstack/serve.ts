@@ -82,6 +82,7 @@ export async function serveToolstack(options: ServeOptions): Promise<RunningTool
       https.requestTimeout = 0;
       httpsPort = await listen(https, options.httpsPort, options.address);
     }
+    await ts.pool.announce({ http: httpPort, https: httpsPort });
     return {
       ts,
       http,

@@ -2,9 +2,12 @@
 // record, and this host's PBD holding the plugin configuration (device_config), whether the SR is attached,
 // and the `sr` URI SR.attach answered (other_config[SR_URI_KEY]). Space and health come from SR.stat, cached
 // briefly so a listing of many SRs is one parallel round of calls, never a stored copy.
-import { featureName, type RegisteredPlugin } from "../storage/registry.ts";
+import { fetchPoolRegistry } from "../storage/pool-registry.ts";
+import { featureName, type PluginRegistry, type RegisteredPlugin } from "../storage/registry.ts";
 import type { SrStat } from "../storage/types.ts";
+import { hostErrors } from "./hosts.ts";
 import type { StoredObject } from "./objects.ts";
+import { poolEndpoint } from "./plugin-service.ts";
 import type { Toolstack } from "./toolstack.ts";
 import { XenApiError, xenErrors } from "./xenapi/errors.ts";
 import type { XenRecord } from "./xenapi/values.ts";
@@ -16,6 +19,8 @@ const SR_URI_KEY = "hangar-sr-uri";
 const STAT_CACHE_MS = 2000;
 /** How long a record waits for SR.stat before showing the last known values: a hung plugin must not hold listings. */
 const STAT_WAIT_MS = 5000;
+/** Another host's plugin registry is listed again after this long (as the console's own is rescanned). */
+const POOL_REGISTRY_TTL_MS = 10_000;
 
 export interface AttachedSr {
   ref: string;
@@ -23,6 +28,10 @@ export interface AttachedSr {
   type: string;
   /** The SR as its plugin names it (SR.attach's answer). */
   uri: string;
+  /** The host whose PBD attaches it: its plugin runs there. */
+  host: string;
+  /** Whether that host is this one (datapaths, which plug volumes here, need it to be). */
+  local: boolean;
   plugin: RegisteredPlugin;
 }
 
@@ -37,28 +46,69 @@ export async function pbdOf(ts: Toolstack, srRef: string): Promise<StoredObject 
   return (await ts.objects.all("PBD")).find((pbd) => pbd.record.SR === srRef && pbd.record.host === ts.host.ref);
 }
 
-/** The SR, attached on this host: HANDLE_INVALID for no such SR, SR_NOT_ATTACHED (without asking the plugin) otherwise. */
-export async function attachedSr(ts: Toolstack, srRef: string): Promise<AttachedSr> {
-  const sr = await ts.objects.get("SR", srRef);
-  const pbd = await pbdOf(ts, srRef);
-  const uri = (pbd?.record.other_config as StringMap | undefined)?.[SR_URI_KEY];
-  if (pbd === undefined || pbd.record.currently_attached !== true || uri === undefined) throw xenErrors.srNotAttached(srRef);
-  const type = String(sr.record.type);
-  return { ref: srRef, uuid: String(sr.record.uuid), type, uri, plugin: await ts.storage.volumePlugin(type) };
+const poolRegistries = new WeakMap<Toolstack, Map<string, { at: number; registry: Promise<PluginRegistry> }>>();
+
+/** Another host's plugin registry, reached through its toolstack; HOST_OFFLINE when it is dead. */
+async function poolRegistry(ts: Toolstack, hostRef: string): Promise<PluginRegistry> {
+  const host = await ts.objects.get("host", hostRef);
+  if (!(await ts.pool.isLive(hostRef))) throw hostErrors.hostOffline(host);
+  let cache = poolRegistries.get(ts);
+  if (cache === undefined) poolRegistries.set(ts, (cache = new Map()));
+  const hit = cache.get(hostRef);
+  if (hit !== undefined && Date.now() - hit.at < POOL_REGISTRY_TTL_MS) return hit.registry;
+  const registry = poolEndpoint(ts, host).then(fetchPoolRegistry);
+  cache.set(hostRef, { at: Date.now(), registry });
+  registry.catch(() => cache.delete(hostRef));
+  return registry;
 }
 
-/** Every SR attached on this host. */
+/** The volume plugin for SRs of `type` on a host of the pool: this host's own, or another's through its toolstack. */
+export async function volumePluginOn(ts: Toolstack, hostRef: string, type: string): Promise<RegisteredPlugin> {
+  if (hostRef === ts.host.ref) return ts.storage.volumePlugin(type);
+  const plugin = (await poolRegistry(ts, hostRef)).plugins.find((p) => p.kind === "volume" && p.type === type.toLowerCase());
+  if (plugin === undefined) throw xenErrors.srUnknownDriver(type);
+  return plugin;
+}
+
+/**
+ * The SR where it is attached (this host preferred): HANDLE_INVALID for no such SR, SR_NOT_ATTACHED (without
+ * asking a plugin) when no host attaches it, HOST_OFFLINE when the host that does is dead.
+ */
+export async function attachedSr(ts: Toolstack, srRef: string): Promise<AttachedSr> {
+  const sr = await ts.objects.get("SR", srRef);
+  const uriOf = (pbd: StoredObject) => (pbd.record.currently_attached === true ? (pbd.record.other_config as StringMap | undefined)?.[SR_URI_KEY] : undefined);
+  const pbds = (await ts.objects.all("PBD")).filter((pbd) => pbd.record.SR === srRef && uriOf(pbd) !== undefined);
+  const pbd = pbds.find((p) => p.record.host === ts.host.ref) ?? pbds[0];
+  if (pbd === undefined) throw xenErrors.srNotAttached(srRef);
+  const type = String(sr.record.type);
+  const host = String(pbd.record.host);
+  return { ref: srRef, uuid: String(sr.record.uuid), type, uri: uriOf(pbd)!, host, local: host === ts.host.ref, plugin: await volumePluginOn(ts, host, type) };
+}
+
+/**
+ * The SR, which must be attached on this host: datapaths plug its volumes here, as NBD exports on this host.
+ * Another host's SR is OPERATION_NOT_ALLOWED naming the host to send the call to.
+ */
+export async function requireLocal(ts: Toolstack, sr: AttachedSr): Promise<AttachedSr> {
+  if (sr.local) return sr;
+  const host = await ts.objects.get("host", sr.host);
+  throw xenErrors.operationNotAllowed(
+    `the SR ${sr.uuid} is attached on the host ${String(host.record.name_label)} (${String(host.record.address)}): its disks are reached there only, so send this call to that host`,
+  );
+}
+
+/** Every SR attached on a host of the pool (those of dead hosts left out). */
 export async function attachedSrs(ts: Toolstack): Promise<AttachedSr[]> {
-  const pbds = (await ts.objects.all("PBD")).filter((pbd) => pbd.record.host === ts.host.ref && pbd.record.currently_attached === true);
-  const srs = await Promise.all(pbds.map((pbd) => attachedSr(ts, String(pbd.record.SR)).catch(() => undefined)));
-  return srs.filter((sr): sr is AttachedSr => sr !== undefined);
+  const srs = new Set((await ts.objects.all("PBD")).filter((pbd) => pbd.record.currently_attached === true).map((pbd) => String(pbd.record.SR)));
+  const attached = await Promise.all([...srs].map((sr) => attachedSr(ts, sr).catch(() => undefined)));
+  return attached.filter((sr): sr is AttachedSr => sr !== undefined);
 }
 
 /** PBD.plug: SR.attach with the PBD's device_config (idempotent in the plugins); the answer is kept on the PBD. */
 export async function plugPbd(ts: Toolstack, pbdRef: string): Promise<void> {
   const pbd = await ts.objects.get("PBD", pbdRef);
   const sr = await ts.objects.get("SR", String(pbd.record.SR));
-  const plugin = await ts.storage.volumePlugin(String(sr.record.type));
+  const plugin = await volumePluginOn(ts, String(pbd.record.host), String(sr.record.type));
   const uri = await plugin.client.call("SR.attach", { dbg: DBG, configuration: pbd.record.device_config as StringMap });
   await ts.objects.update("PBD", pbdRef, (record) => ({
     ...record,
@@ -72,9 +122,11 @@ export async function plugPbd(ts: Toolstack, pbdRef: string): Promise<void> {
 export async function unplugPbd(ts: Toolstack, pbdRef: string): Promise<void> {
   const pbd = await ts.objects.get("PBD", pbdRef);
   const srRef = String(pbd.record.SR);
-  if (pbd.record.currently_attached === true) {
-    const sr = await attachedSr(ts, srRef);
-    await sr.plugin.client.call("SR.detach", { dbg: DBG, sr: sr.uri });
+  const uri = (pbd.record.other_config as StringMap)[SR_URI_KEY];
+  if (pbd.record.currently_attached === true && uri !== undefined) {
+    const sr = await ts.objects.get("SR", srRef);
+    const plugin = await volumePluginOn(ts, String(pbd.record.host), String(sr.record.type));
+    await plugin.client.call("SR.detach", { dbg: DBG, sr: uri });
   }
   await ts.objects.update("PBD", pbdRef, (record) => {
     const { [SR_URI_KEY]: _uri, ...other_config } = record.other_config as StringMap;
@@ -130,7 +182,7 @@ export async function liveSrFields(ts: Toolstack, stored: StoredObject): Promise
     sr = await attachedSr(ts, stored.ref);
   } catch (error) {
     const detached = error instanceof XenApiError && error.code === "SR_NOT_ATTACHED";
-    return { health: ["Unreachable", detached ? "not attached on this host (PBD.plug attaches it)" : (error as Error).message] };
+    return { health: ["Unreachable", detached ? "not attached on any host (PBD.plug attaches it)" : (error as Error).message] };
   }
   let timer: NodeJS.Timeout | undefined;
   const waited = await Promise.race([

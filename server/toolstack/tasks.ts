@@ -2,7 +2,9 @@
 // XML-RPC encoded; error_info = [code, params...]. Work runs in this process with an AbortSignal that
 // task.cancel fires. Finished tasks are kept FINISHED_TASK_TTL, then collected. Pending tasks that a previous
 // run of the service left behind are handed to the recovery hook of their kind, or failed with a reason.
-import type { ObjectStore } from "./objects.ts";
+import type { Queryable } from "./db/database.ts";
+import { hostErrors } from "./hosts.ts";
+import type { ObjectStore, StoredObject } from "./objects.ts";
 import { toXenApiError, XenApiError, xenErrors } from "./xenapi/errors.ts";
 import { encodeXmlRpcValue } from "./xenapi/xml-rpc.ts";
 import { NULL_REF, xenDate, type XenRecord, type XenValue } from "./xenapi/values.ts";
@@ -12,6 +14,10 @@ export const FINISHED_TASK_TTL_MS = 24 * 60 * 60 * 1000;
 const PROGRESS_INTERVAL_MS = 250;
 /** other_config key naming what a task does, for recovery after a restart. */
 export const TASK_KIND_KEY = "hangar:kind";
+/** other_config key of a task failed because its host died: that host cleans up after it when it is back. */
+const HOST_DIED_KEY = "hangar:host-died";
+/** How often work running here looks for a cancel asked on another host of the pool. */
+const REMOTE_CANCEL_POLL_MS = 500;
 
 export type TaskStatus = "pending" | "success" | "failure" | "cancelling" | "cancelled";
 
@@ -34,10 +40,14 @@ export class Tasks {
   readonly #running = new Map<string, AbortController>();
   readonly #recoveries = new Map<string, TaskRecovery>();
   readonly #lastProgress = new Map<string, number>();
+  readonly #hostIsLive: (hostRef: string) => Promise<boolean>;
+  #cancelPoll: NodeJS.Timeout | undefined;
 
-  constructor(objects: ObjectStore, hostRef: string) {
+  /** `hostIsLive` tells whether another host of the pool runs (its tasks are cancelled through the database). */
+  constructor(objects: ObjectStore, hostRef: string, hostIsLive: (hostRef: string) => Promise<boolean> = async () => false) {
     this.#objects = objects;
     this.#hostRef = hostRef;
+    this.#hostIsLive = hostIsLive;
   }
 
   async create(options: { name_label: string; name_description?: string; other_config?: Record<string, string> }): Promise<string> {
@@ -67,6 +77,7 @@ export class Tasks {
   run(ref: string, work: TaskWork): Promise<void> {
     const controller = new AbortController();
     this.#running.set(ref, controller);
+    this.#cancelPoll ??= setInterval(() => void this.#pollCancels(), REMOTE_CANCEL_POLL_MS).unref();
     const control: TaskControl = {
       ref,
       signal: controller.signal,
@@ -85,6 +96,10 @@ export class Tasks {
       } finally {
         this.#running.delete(ref);
         this.#lastProgress.delete(ref);
+        if (this.#running.size === 0) {
+          clearInterval(this.#cancelPoll);
+          this.#cancelPoll = undefined;
+        }
       }
     })().catch((error: unknown) => {
       // The outcome could not be recorded (the service is closing): the next start recovers the task.
@@ -140,27 +155,69 @@ export class Tasks {
       });
   }
 
-  /** task.cancel: stops work running here; a pending task nothing runs is cancelled at once. */
+  /**
+   * task.cancel: stops work running here; work running on another live host of the pool is asked to stop
+   * through the task's status (`cancelling`), which that host watches; a pending task nothing runs is
+   * cancelled at once.
+   */
   async cancel(ref: string): Promise<void> {
     const { record } = await this.#objects.get("task", ref);
     if (record.status !== "pending") throw xenErrors.operationNotAllowed(`task ${ref} is ${String(record.status)}`);
     const controller = this.#running.get(ref);
-    if (controller === undefined) {
+    const host = String(record.resident_on);
+    if (controller === undefined && (host === this.#hostRef || !(await this.#hostIsLive(host)))) {
       await this.#finish(ref, "cancelled", "", xenErrors.taskCancelled(ref).description);
       return;
     }
     await this.#objects.set("task", ref, { status: "cancelling", allowed_operations: [] });
-    controller.abort(xenErrors.taskCancelled(ref));
+    controller?.abort(xenErrors.taskCancelled(ref));
+  }
+
+  /** Aborts work running here whose task another host marked `cancelling`. */
+  async #pollCancels(): Promise<void> {
+    for (const [ref, controller] of this.#running) {
+      if (controller.signal.aborted) continue;
+      const task = await this.#objects.find("task", ref).catch(() => undefined);
+      if (task?.record.status === "cancelling") controller.abort(xenErrors.taskCancelled(ref));
+    }
+  }
+
+  /** A host of the pool died: its running tasks fail with the reason (in the transaction that marks it dead). */
+  async failResidentOn(host: StoredObject, tx: Queryable): Promise<void> {
+    const reason = hostErrors.hostOffline(host);
+    for (const { ref, record } of await this.#objects.all("task", tx)) {
+      if (record.resident_on !== host.ref || (record.status !== "pending" && record.status !== "cancelling")) continue;
+      await this.#objects.set(
+        "task",
+        ref,
+        {
+          status: "failure",
+          error_info: [reason.code, ...reason.params, reason.message],
+          finished: xenDate(),
+          allowed_operations: [],
+          other_config: { ...(record.other_config as Record<string, string>), [HOST_DIED_KEY]: "true" },
+        },
+        tx,
+      );
+    }
   }
 
   registerRecovery(kind: string, recovery: TaskRecovery): void {
     this.#recoveries.set(kind, recovery);
   }
 
-  /** After a restart: every pending task of this host that nothing runs is recovered or failed. */
+  /**
+   * After a restart: every pending task of this host that nothing runs is recovered or failed. Tasks the pool
+   * failed while this host was dead are cleaned up the same way (as cancelled ones), keeping their failure.
+   */
   async recover(): Promise<void> {
     for (const { ref, record } of await this.#objects.all("task")) {
-      if ((record.status !== "pending" && record.status !== "cancelling") || record.resident_on !== this.#hostRef || this.#running.has(ref)) continue;
+      if (record.resident_on !== this.#hostRef || this.#running.has(ref)) continue;
+      if ((record.other_config as Record<string, string> | undefined)?.[HOST_DIED_KEY] === "true") {
+        await this.#cleanUpAfterDeath(ref, record);
+        continue;
+      }
+      if (record.status !== "pending" && record.status !== "cancelling") continue;
       const kind = (record.other_config as Record<string, string> | undefined)?.[TASK_KIND_KEY];
       const recovery = kind === undefined ? undefined : this.#recoveries.get(kind);
       try {
@@ -170,6 +227,19 @@ export class Tasks {
         await this.fail(ref, error);
       }
     }
+  }
+
+  async #cleanUpAfterDeath(ref: string, record: XenRecord): Promise<void> {
+    const { [HOST_DIED_KEY]: _died, ...other_config } = record.other_config as Record<string, string>;
+    const kind = other_config[TASK_KIND_KEY];
+    const recovery = kind === undefined ? undefined : this.#recoveries.get(kind);
+    if (recovery !== undefined) {
+      await this.#objects.set("task", ref, { status: "cancelling" });
+      await recovery(ref, { ...record, status: "cancelling" }).catch(() => undefined);
+      while (this.#running.has(ref)) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    // The failure the pool gave it stands, whatever the clean-up ended in.
+    await this.#objects.set("task", ref, { status: "failure", error_info: record.error_info ?? [], finished: record.finished ?? xenDate(), allowed_operations: [], other_config });
   }
 
   /** Removes tasks finished longer than FINISHED_TASK_TTL ago, and pending ones nobody touched for as long. */

@@ -1,8 +1,7 @@
 // One toolstack: its database, objects, events, sessions, tasks, plugin access and call table, opened on a
 // data dir. First start makes the pool and this host; every start recovers tasks a previous run left.
-import { hostname } from "node:os";
 import { join } from "node:path";
-import { dataDir, databaseUrl, hostUuid } from "../config.ts";
+import { dataDir, databaseUrl, heartbeatMs, hostUuid, poolRole } from "../config.ts";
 import { eventCalls } from "./calls/event.ts";
 import { sessionCalls } from "./calls/session.ts";
 import { systemCalls } from "./calls/system.ts";
@@ -12,15 +11,15 @@ import { migrate } from "./db/migrations.ts";
 import { openSqlite } from "./db/sqlite.ts";
 import { openPostgres } from "./db/postgres.ts";
 import { EventLog } from "./events.ts";
+import { API_VERSION, joinPool, PoolMembership } from "./hosts.ts";
 import type { Route } from "./http.ts";
 import { ObjectStore } from "./objects.ts";
 import { Sessions } from "./sessions.ts";
 import { Storage } from "./storage.ts";
 import { Tasks } from "./tasks.ts";
 import { MethodTable, type MethodDef } from "./xenapi/methods.ts";
-import { NULL_REF, type XenRecord } from "./xenapi/values.ts";
 
-export const API_VERSION = { major: 2, minor: 21 } as const;
+export { API_VERSION };
 const HOUSEKEEPING_MS = 60_000;
 
 export interface ToolstackOptions {
@@ -31,6 +30,12 @@ export interface ToolstackOptions {
   /** Time limit of one plugin call (default: the transports' own, 60 s). */
   pluginTimeoutMs?: number;
   rootPassword?: string;
+  /** The address this host is reached at (default HANGAR_HOST_ADDRESS, else 127.0.0.1). */
+  hostAddress?: string;
+  /** Default HANGAR_POOL_ROLE, else master. */
+  poolRole?: "master" | "member";
+  /** Default HANGAR_HEARTBEAT_MS, else 2 s. */
+  heartbeatMs?: number;
   sessionTimeoutMs?: number;
   /** Called once with a generated root password (first start without HANGAR_ROOT_PASSWORD). */
   onGeneratedPassword?: (password: string) => void;
@@ -48,8 +53,9 @@ export interface Toolstack {
   readonly tasks: Tasks;
   readonly storage: Storage;
   readonly methods: MethodTable;
-  readonly host: { ref: string; uuid: string };
+  readonly host: { ref: string; uuid: string; address: string };
   readonly poolRef: string;
+  readonly pool: PoolMembership;
   close(): Promise<void>;
 }
 
@@ -76,7 +82,14 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
   await migrate(db);
   const events = new EventLog(db);
   const objects = new ObjectStore(db, events);
-  const { poolRef, host } = await ensurePoolAndHost(db, objects, hostUuid(dir));
+  const beatMs = options.heartbeatMs ?? heartbeatMs();
+  const { poolRef, host } = await joinPool(db, objects, {
+    uuid: hostUuid(dir),
+    address: options.hostAddress ?? (process.env.HANGAR_HOST_ADDRESS || "127.0.0.1"),
+    role: options.poolRole ?? poolRole(),
+    heartbeatMs: beatMs,
+  });
+  const pool = new PoolMembership(db, objects, host.ref, beatMs);
   const sessions = new Sessions(db, { timeoutMs: options.sessionTimeoutMs ?? 24 * 60 * 60 * 1000 });
   const { generated } = await sessions.ensureRoot(options.rootPassword);
   if (generated !== undefined) options.onGeneratedPassword?.(generated);
@@ -91,18 +104,21 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
     events,
     objects,
     sessions,
-    tasks: new Tasks(objects, host.ref),
+    tasks: new Tasks(objects, host.ref, (ref) => pool.isLive(ref)),
     storage: new Storage(options.pluginRoot, { timeoutMs: options.pluginTimeoutMs }),
     methods,
     host,
     poolRef,
+    pool,
     close: async () => {
       for (const timer of timers) clearInterval(timer);
+      await pool.leave().catch((error: unknown) => console.error("leaving the pool:", error instanceof Error ? error.message : error));
       await db.close();
     },
   };
   for (const feature of features) await feature.start?.(ts);
   await ts.tasks.recover();
+  pool.start((dead, tx) => ts.tasks.failResidentOn(dead, tx));
   const housekeeping = async () => {
     await ts.tasks.collect();
     await ts.sessions.expire();
@@ -110,53 +126,4 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
   await housekeeping();
   timers.push(setInterval(() => void housekeeping().catch((error: unknown) => console.error("housekeeping:", error)), HOUSEKEEPING_MS).unref());
   return ts;
-}
-
-/** The pool and this host's record, made on first start. */
-async function ensurePoolAndHost(db: Database, objects: ObjectStore, uuid: string): Promise<{ poolRef: string; host: { ref: string; uuid: string } }> {
-  return db.transaction(async (tx) => {
-    let host = (await objects.all("host", tx)).find((h) => h.record.uuid === uuid);
-    if (host === undefined) host = await objects.create("host", hostRecord(uuid), { db: tx });
-    let pool = (await objects.all("pool", tx))[0];
-    if (pool === undefined) pool = await objects.create("pool", poolRecord(host.ref), { db: tx });
-    return { poolRef: pool.ref, host: { ref: host.ref, uuid } };
-  });
-}
-
-function hostRecord(uuid: string): XenRecord {
-  const name = hostname();
-  return {
-    uuid,
-    name_label: name,
-    name_description: "",
-    hostname: name,
-    address: "127.0.0.1",
-    enabled: true,
-    API_version_major: API_VERSION.major,
-    API_version_minor: API_VERSION.minor,
-    API_version_vendor: "Hangar",
-    software_version: { product_brand: "Hangar", product_version: "0.1.0", xapi: `${API_VERSION.major}.${API_VERSION.minor}` },
-    other_config: {},
-    resident_VMs: [],
-    PBDs: [],
-    PIFs: [],
-    allowed_operations: [],
-    current_operations: {},
-  };
-}
-
-function poolRecord(master: string): XenRecord {
-  return {
-    uuid: crypto.randomUUID(),
-    name_label: "",
-    name_description: "",
-    master,
-    default_SR: NULL_REF,
-    suspend_image_SR: NULL_REF,
-    crash_dump_SR: NULL_REF,
-    other_config: {},
-    allowed_operations: [],
-    current_operations: {},
-    tags: [],
-  };
 }

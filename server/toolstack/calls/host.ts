@@ -1,4 +1,5 @@
-// host.*: this host's record (made by the core on first start), as xen-api and other clients read it.
+// host.*: the pool's hosts (each registers itself on first start), as xen-api and other clients read them.
+// `live` is Hangar's (xapi keeps it in host_metrics): false once the host's heartbeat has stopped.
 import { mapFieldCalls } from "../accessors.ts";
 import { objectGetters } from "./getters.ts";
 
@@ -9,6 +10,7 @@ const HOST_FIELDS = [
   "hostname",
   "address",
   "enabled",
+  "live",
   "API_version_major",
   "API_version_minor",
   "API_version_vendor",

@@ -1,4 +1,4 @@
-// PBD.*: an SR's connection to this host. device_config is what the plugin attaches the SR with; plug is
+// PBD.*: an SR's connection to a host of the pool. device_config is what the plugin attaches the SR with; plug is
 // SR.attach, unplug SR.detach. A PBD is made by SR.create, or by PBD.create after SR.introduce. Its
 // other_config holds the attached SR's URI, so it has no setters.
 import { type FieldSpec, parseCreateRecord, zRecordArg } from "../accessors.ts";
@@ -12,16 +12,17 @@ import { objectGetters } from "./getters.ts";
 
 const PBD_FIELDS = ["uuid", "host", "SR", "device_config", "currently_attached", "other_config"];
 
-/** A detached PBD of this host for an SR, linked from the SR and the host records. */
-export async function createPbd(ts: Toolstack, fields: { SR: string; device_config: StringMap; other_config: StringMap }): Promise<string> {
+/** A detached PBD of a host of the pool for an SR, linked from the SR and the host records. */
+export async function createPbd(ts: Toolstack, fields: { host: string; SR: string; device_config: StringMap; other_config: StringMap }): Promise<string> {
   return ts.db.transaction(async (tx) => {
     await ts.objects.get("SR", fields.SR, tx);
-    const existing = (await ts.objects.all("PBD", tx)).find((p) => p.record.SR === fields.SR && p.record.host === ts.host.ref);
-    if (existing !== undefined) throw objectErrors.pbdExists(fields.SR, ts.host.ref, existing.ref);
-    const pbd = await ts.objects.create("PBD", { uuid: crypto.randomUUID(), host: ts.host.ref, ...fields, currently_attached: false }, { db: tx });
+    await ts.objects.get("host", fields.host, tx);
+    const existing = (await ts.objects.all("PBD", tx)).find((p) => p.record.SR === fields.SR && p.record.host === fields.host);
+    if (existing !== undefined) throw objectErrors.pbdExists(fields.SR, fields.host, existing.ref);
+    const pbd = await ts.objects.create("PBD", { uuid: crypto.randomUUID(), ...fields, currently_attached: false }, { db: tx });
     const link = (cls: string, ref: string) => ts.objects.update(cls, ref, (r) => ({ ...r, PBDs: [...(r.PBDs as string[]), pbd.ref] }), tx);
     await link("SR", fields.SR);
-    await link("host", ts.host.ref);
+    await link("host", fields.host);
     return pbd.ref;
   });
 }
@@ -32,8 +33,7 @@ export const pbdCalls = [
   ...objectGetters("PBD", PBD_FIELDS),
   method("PBD.create", [["args", zRecordArg]], async ({ ts }, args) => {
     const { host, SR, device_config, other_config } = parseCreateRecord(PBD_CREATE, args);
-    if (host !== ts.host.ref) throw xenErrors.handleInvalid("host", String(host));
-    return createPbd(ts, { SR: String(SR), device_config: device_config as StringMap, other_config: other_config as StringMap });
+    return createPbd(ts, { host: String(host), SR: String(SR), device_config: device_config as StringMap, other_config: other_config as StringMap });
   }),
   method("PBD.destroy", [["self", zRef]], async ({ ts }, ref) => {
     const pbd = await ts.objects.get("PBD", ref);

@@ -1,5 +1,6 @@
 // pool.*: the one pool (made by the core on first start), its default SR and other_config.
 import { fieldSetter, mapFieldCalls } from "../accessors.ts";
+import { hostErrors } from "../hosts.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { xenErrors } from "../xenapi/errors.ts";
 import { method } from "../xenapi/methods.ts";
@@ -37,4 +38,17 @@ export const poolCalls = [
   fieldSetter("pool", "name_label", zString),
   fieldSetter("pool", "name_description", zString),
   ...mapFieldCalls("pool", "other_config"),
+  // Makes another live host the master (the old one goes on as a member).
+  method("pool.designate_new_master", [["host", zRef]], async ({ ts }, host) => {
+    const record = await ts.objects.get("host", host);
+    if (!(await ts.pool.isLive(host))) throw hostErrors.hostOffline(record);
+    await ts.objects.set("pool", ts.poolRef, { master: host });
+  }),
+  // Sent to a member when the master is gone: this host becomes the master.
+  method("pool.emergency_transition_to_master", [], async ({ ts }) => {
+    const pool = await ts.objects.get("pool", ts.poolRef);
+    const master = String(pool.record.master);
+    if (master !== ts.host.ref && (await ts.pool.isLive(master))) throw xenErrors.operationNotAllowed("the pool's master is alive: use pool.designate_new_master");
+    await ts.objects.set("pool", ts.poolRef, { master: ts.host.ref });
+  }),
 ];

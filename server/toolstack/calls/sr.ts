@@ -15,7 +15,7 @@ import {
   forgetStat,
   hasFeature,
   liveSrFields,
-  pbdOf,
+  volumePluginOn,
   plugPbd,
   statSr,
   type StringMap,
@@ -29,6 +29,9 @@ import { NULL_REF, type XenRecord } from "../xenapi/values.ts";
 import { createPbd } from "./pbd.ts";
 
 /** SR operations and the plugin feature each needs (null: the toolstack's own). */
+/** host other_config key of the local SR its first start made. */
+const LOCAL_SR_KEY = "hangar-local-sr";
+
 const SR_OPERATIONS: ReadonlyArray<readonly [string, string | null]> = [
   ["scan", "SR_SCAN"],
   ["destroy", "SR_DELETE"],
@@ -100,7 +103,10 @@ async function presentSr(ts: Toolstack, stored: StoredObject): Promise<XenRecord
   const [live, vdis, plugin] = await Promise.all([
     liveSrFields(ts, stored),
     vdiRefsOfSr(ts, stored.ref),
-    ts.storage.volumePlugin(String(stored.record.type)).catch(() => undefined),
+    attachedSr(ts, stored.ref).then(
+      (sr) => sr.plugin,
+      () => ts.storage.volumePlugin(String(stored.record.type)).catch(() => undefined),
+    ),
   ]);
   const allowed = plugin === undefined ? ["forget"] : SR_OPERATIONS.filter(([, feature]) => feature === null || hasFeature(plugin, feature)).map(([op]) => op);
   return { ...stored.record, ...live, VDIs: vdis, allowed_operations: allowed };
@@ -123,9 +129,9 @@ const srSource: RecordSource = {
 /** SR.create: the plugin makes the SR and attaches it; the records follow. Also the default SR of a first start. */
 export async function createSr(
   ts: Toolstack,
-  fields: { device_config: StringMap; name_label: string; name_description: string; type: string; content_type: string; shared: boolean; sm_config: StringMap },
+  fields: { host: string; device_config: StringMap; name_label: string; name_description: string; type: string; content_type: string; shared: boolean; sm_config: StringMap },
 ): Promise<string> {
-  const plugin = await ts.storage.volumePlugin(fields.type);
+  const plugin = await volumePluginOn(ts, fields.host, fields.type);
   const uuid = crypto.randomUUID();
   const configuration = await plugin.client.call("SR.create", {
     dbg: DBG,
@@ -134,9 +140,9 @@ export async function createSr(
     name: fields.name_label,
     description: fields.name_description,
   });
-  const { device_config: _given, ...srFields } = fields;
+  const { device_config: _given, host, ...srFields } = fields;
   const sr = await ts.objects.create("SR", storedSrRecord({ ...srFields, uuid, type: plugin.type }));
-  const pbd = await createPbd(ts, { SR: sr.ref, device_config: configuration, other_config: {} });
+  const pbd = await createPbd(ts, { host, SR: sr.ref, device_config: configuration, other_config: {} });
   // As in xapi: an SR made but not attached keeps its records; PBD.plug attaches it later.
   await plugPbd(ts, pbd).catch((error: unknown) => console.error(`SR ${sr.ref} made but not attached: ${error instanceof Error ? error.message : String(error)}`));
   return sr.ref;
@@ -205,8 +211,9 @@ function probeRecords(results: ProbeResult[]): XenRecord[] {
 
 const probeParams = [["host", zRef], ["device_config", zStringMap], ["type", zString], ["sm_config", zStringMap]] as const;
 
-async function probe(ts: Toolstack, deviceConfig: StringMap, type: string): Promise<ProbeResult[]> {
-  const plugin = await ts.storage.volumePlugin(type);
+async function probe(ts: Toolstack, host: string, deviceConfig: StringMap, type: string): Promise<ProbeResult[]> {
+  await ts.objects.get("host", host);
+  const plugin = await volumePluginOn(ts, host, type);
   if (!hasFeature(plugin, "SR_PROBE")) throw objectErrors.srOperationNotSupported(NULL_REF);
   return plugin.client.call("SR.probe", { dbg: DBG, configuration: deviceConfig });
 }
@@ -228,7 +235,7 @@ export const srCalls = [
     ],
     async ({ ts }, host, device_config, _size, name_label, name_description, type, content_type, shared, sm_config) => {
       await ts.objects.get("host", host);
-      return createSr(ts, { device_config, name_label, name_description, type, content_type, shared, sm_config });
+      return createSr(ts, { host, device_config, name_label, name_description, type, content_type, shared, sm_config });
     },
   ),
   method(
@@ -267,21 +274,21 @@ export const srCalls = [
     const stat = await statSr(ts, await attachedSr(ts, ref), { fresh: true });
     await ts.objects.set("SR", ref, { physical_size: stat.total_space, physical_utilisation: stat.total_space - stat.free_space });
   }),
-  method("SR.probe", probeParams, async ({ ts }, _host, deviceConfig, type) => probeXml(await probe(ts, deviceConfig, type))),
-  method("SR.probe_ext", probeParams, async ({ ts }, _host, deviceConfig, type) => probeRecords(await probe(ts, deviceConfig, type))),
+  method("SR.probe", probeParams, async ({ ts }, host, deviceConfig, type) => probeXml(await probe(ts, host, deviceConfig, type))),
+  method("SR.probe_ext", probeParams, async ({ ts }, host, deviceConfig, type) => probeRecords(await probe(ts, host, deviceConfig, type))),
   method("SR.get_supported_types", [], async ({ ts }) => (await ts.storage.registry()).plugins.filter((p) => p.kind === "volume").map((p) => p.type), { async: false }),
   method("SR.set_name_label", [["sr", zRef], ["value", zString]], async ({ ts }, ref, value) => {
     await ts.objects.get("SR", ref);
-    if ((await pbdOf(ts, ref))?.record.currently_attached === true) {
-      const sr = await attachedSr(ts, ref);
+    const sr = await attachedSr(ts, ref).catch(() => undefined);
+    if (sr !== undefined) {
       await optionalCall(() => sr.plugin.client.call("SR.set_name", { dbg: DBG, sr: sr.uri, new_name: value }));
     }
     await ts.objects.set("SR", ref, { name_label: value });
   }),
   method("SR.set_name_description", [["sr", zRef], ["value", zString]], async ({ ts }, ref, value) => {
     await ts.objects.get("SR", ref);
-    if ((await pbdOf(ts, ref))?.record.currently_attached === true) {
-      const sr = await attachedSr(ts, ref);
+    const sr = await attachedSr(ts, ref).catch(() => undefined);
+    if (sr !== undefined) {
       await optionalCall(() => sr.plugin.client.call("SR.set_description", { dbg: DBG, sr: sr.uri, new_description: value }));
     }
     await ts.objects.set("SR", ref, { name_description: value });
@@ -306,18 +313,27 @@ export async function startSrs(ts: Toolstack): Promise<void> {
       }),
     ),
   );
-  if ((await ts.objects.count("SR")) > 0) return;
+  // Each host's first start makes its own local SR (recorded on the host, so it is made once).
+  const host = await ts.objects.get("host", ts.host.ref);
+  const hostConfig = host.record.other_config as StringMap;
+  if (hostConfig[LOCAL_SR_KEY] !== undefined || (host.record.PBDs as string[]).length > 0) return;
   try {
     const ref = await createSr(ts, {
+      host: ts.host.ref,
       device_config: { path: join(ts.dataDir, "srs", "default") },
       name_label: "Local storage",
-      name_description: `Hangar's default SR in ${ts.dataDir}`,
+      name_description: `Hangar's default SR in ${ts.dataDir} on ${ts.host.address}`,
       type: "file",
       content_type: "user",
       shared: false,
       sm_config: {},
     });
-    await ts.objects.set("pool", ts.poolRef, { default_SR: ref });
+    await ts.db.transaction(async (tx) => {
+      await ts.objects.update("host", ts.host.ref, (r) => ({ ...r, other_config: { ...(r.other_config as StringMap), [LOCAL_SR_KEY]: ref } }), tx);
+      // The pool's first SR is its default (the master's, or the first host's to start).
+      const pool = await ts.objects.get("pool", ts.poolRef, tx);
+      if (pool.record.default_SR === NULL_REF) await ts.objects.set("pool", ts.poolRef, { default_SR: ref }, tx);
+    });
   } catch (error) {
     console.error(`the default SR could not be made: ${error instanceof Error ? error.message : String(error)}`);
   }

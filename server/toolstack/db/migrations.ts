@@ -45,6 +45,15 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
       "CREATE INDEX vdi_locations_by_sr ON vdi_locations (sr_ref, volume_key)",
     ],
   },
+  {
+    version: 2,
+    statements: [
+      // A pool of hosts: each host's last heartbeat (its own clock, ms), kept apart from the host records so
+      // that beating makes no events; and the secret hosts authenticate to each other with (xapi's pool token).
+      "CREATE TABLE host_heartbeats (host_ref TEXT PRIMARY KEY, beat_at BIGINT NOT NULL)",
+      "CREATE TABLE pool_secret (id BIGINT PRIMARY KEY, secret TEXT NOT NULL)",
+    ],
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

@@ -7,6 +7,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { z } from "zod";
 import type { Compression } from "../../xva/compression.ts";
 import { defaultSr } from "../calls/pool.ts";
+import { hostErrors, hostUrl } from "../hosts.ts";
 import { expectsContinue, type Route } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
 import { attachedSr, pbdOf } from "../srs.ts";
@@ -60,24 +61,24 @@ async function checked<T>(work: Promise<T>): Promise<T> {
 }
 
 /**
- * The host to send a request to when this one cannot reach the SRs' data (a pool member holds them): the host's
- * address, or undefined when this host can serve it. The request is then answered with a 302 to that host.
+ * The host to send a request to when this one cannot reach the SRs' data (another host of the pool attaches
+ * them), or undefined when this host can serve it. A dead host is refused in words (503, HOST_OFFLINE).
  */
-async function elsewhere(ts: Toolstack, srRefs: readonly string[]): Promise<string | undefined> {
+async function elsewhere(ts: Toolstack, srRefs: readonly string[]): Promise<StoredObject | undefined> {
   for (const sr of new Set(srRefs)) {
     if ((await pbdOf(ts, sr))?.record.currently_attached === true) continue;
     const pbd = (await ts.objects.all("PBD")).find((p) => p.record.SR === sr && p.record.currently_attached === true && p.record.host !== ts.host.ref);
     const host = pbd === undefined ? undefined : await ts.objects.find("host", String(pbd.record.host));
-    if (host !== undefined) return String(host.record.address);
+    if (host === undefined) continue;
+    if (!(await ts.pool.isLive(host.ref))) throw refuse(503, hostErrors.hostOffline(host));
+    return host;
   }
   return undefined;
 }
 
-/** 302 to the same path and query on another host (compat-notes §3). */
-function redirect(request: IncomingMessage, response: ServerResponse, url: URL, address: string): void {
-  const port = /:(\d+)$/.exec(String(request.headers.host ?? ""))?.[1];
-  const scheme = "encrypted" in request.socket ? "https" : "http";
-  const location = `${scheme}://${address.includes(":") ? `[${address}]` : address}${port === undefined ? "" : `:${port}`}${url.pathname}${url.search}`;
+/** 302 to the same path and query on another host (compat-notes §3), on the port that host serves that scheme on. */
+function redirect(request: IncomingMessage, response: ServerResponse, url: URL, host: StoredObject): void {
+  const location = `${hostUrl(host, "encrypted" in request.socket ? "https" : "http")}${url.pathname}${url.search}`;
   response.writeHead(302, { location, "content-length": 0 });
   response.end();
 }
@@ -155,7 +156,7 @@ function serveExport(metadataOnly: boolean) {
     const vm = await findVm(ts, query);
     const vbds = (await Promise.all((vm.record.VBDs as string[]).map((ref) => ts.objects.find("VBD", ref)))).filter((vbd) => vbd !== undefined);
     const srs = (await Promise.all(vbds.map((vbd) => findVdiLocation(ts, String(vbd.record.VDI))))).flatMap((location) => (location === undefined ? [] : [location.sr_ref]));
-    const host = metadataOnly ? undefined : await elsewhere(ts, srs);
+    const host = await elsewhere(ts, srs);
     if (host !== undefined) return redirect(request, response, url, host);
     const options = { compression: query.use_compression, checksum: query.checksum, metadataOnly };
     let prepared: PreparedExport;

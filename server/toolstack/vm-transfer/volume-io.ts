@@ -7,7 +7,7 @@ import { STATE_ZERO } from "../../nbd/backend.ts";
 import type { XvaBlock } from "../../xva/writer.ts";
 import { isZeroBlock, XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { type Attachment, plug, unplug } from "../datapath-session.ts";
-import { type AttachedSr, DBG } from "../srs.ts";
+import { type AttachedSr, DBG, requireLocal } from "../srs.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { XenApiError } from "../xenapi/errors.ts";
 
@@ -33,6 +33,7 @@ export async function openVolume(
   mode: "ro" | "rw",
   onAttach: (attachment: Attachment) => Promise<void> = async () => {},
 ): Promise<OpenVolume> {
+  await requireLocal(ts, sr);
   const volume = await sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: sr.uri, key });
   const { uri } = await ts.storage.datapathFor(volume.uri);
   const attachment: Attachment = { uri, domain: `hangar-${randomUUID()}`, mode };
