@@ -32,7 +32,7 @@ export interface JoinedPool {
 
 export const hostErrors = {
   hostOffline: (host: StoredObject) =>
-    new XenApiError("HOST_OFFLINE", [host.ref], `HOST_OFFLINE: the host ${String(host.record.name_label)} (${String(host.record.address)}) is offline: it stopped beating its heartbeat`),
+    new XenApiError("HOST_OFFLINE", [host.ref, `the host ${String(host.record.name_label)} (${String(host.record.address)}) is offline: its heartbeat stopped`]),
 };
 
 /**

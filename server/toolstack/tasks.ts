@@ -192,7 +192,7 @@ export class Tasks {
         ref,
         {
           status: "failure",
-          error_info: [reason.code, ...reason.params, reason.message],
+          error_info: reason.description,
           finished: xenDate(),
           allowed_operations: [],
           other_config: { ...(record.other_config as Record<string, string>), [HOST_DIED_KEY]: "true" },

@@ -51,20 +51,26 @@ export interface ServeProcess {
   banner: string;
   /** Stops the service and every daemon its plugin calls started (found by the data dir in their environment). */
   stop(): Promise<void>;
+  /** Kills the service and its daemons at once (SIGKILL), as a host that dies. */
+  kill(): Promise<void>;
 }
 
 const HANGAR = fileURLToPath(new URL("../../bin/hangar", import.meta.url));
 
-/** `hangar serve` as its own process over `dataDir`, HTTP only on a free port of 127.0.0.1. */
-export async function startServeProcess(dataDir: string, env: Record<string, string | undefined> = {}): Promise<ServeProcess> {
+/**
+ * `hangar serve` as its own process over `dataDir`, HTTP only, on `address` (default 127.0.0.1) and `port`
+ * (default a free one).
+ */
+export async function startServeProcess(dataDir: string, env: Record<string, string | undefined> = {}, where: { address?: string; port?: number } = {}): Promise<ServeProcess> {
   const { HANGAR_RUN_DIR: _run, HANGAR_METRICS_DIR: _metrics, HANGAR_HOST_UUID: _host, ...inherited } = process.env;
-  const child = spawn(HANGAR, ["serve", "--port", "0", "--https-port", "off", "--address", "127.0.0.1"], {
+  const address = where.address ?? "127.0.0.1";
+  const child = spawn(HANGAR, ["serve", "--port", String(where.port ?? 0), "--https-port", "off", "--address", address], {
     env: { ...inherited, HANGAR_DATA_DIR: dataDir, HANGAR_ROOT_PASSWORD: ROOT_PASSWORD, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const stop = async () => {
-    child.kill("SIGTERM");
+  const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
+    child.kill(signal);
     await exited;
     // Twice: a daemon being killed may have just started one of its own.
     for (let pass = 0; pass < 2; pass++) await killPids(processesWithEnv(`HANGAR_DATA_DIR=${dataDir}`));
@@ -76,7 +82,7 @@ export async function startServeProcess(dataDir: string, env: Record<string, str
     const timer = setTimeout(() => reject(new Error(`hangar serve did not listen within 60 s: ${errors}`)), 60_000);
     child.stdout.setEncoding("utf8").on("data", (text: string) => {
       output += text;
-      const listening = /^toolstack listening: http:\/\/127\.0\.0\.1:(\d+)\//m.exec(output);
+      const listening = new RegExp(`^toolstack listening: http://${address.replaceAll(".", "\\.")}:(\\d+)/`, "m").exec(output);
       if (listening !== null) {
         clearTimeout(timer);
         resolve(Number(listening[1]));
@@ -90,5 +96,5 @@ export async function startServeProcess(dataDir: string, env: Record<string, str
     await stop();
     throw error;
   });
-  return { url: `http://127.0.0.1:${port}/`, pid: child.pid!, dataDir, banner: output, stop };
+  return { url: `http://${address}:${port}/`, pid: child.pid!, dataDir, banner: output, stop: () => stop(), kill: () => stop("SIGKILL") };
 }

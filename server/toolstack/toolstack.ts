@@ -88,6 +88,10 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
     address: options.hostAddress ?? (process.env.HANGAR_HOST_ADDRESS || "127.0.0.1"),
     role: options.poolRole ?? poolRole(),
     heartbeatMs: beatMs,
+  }).catch(async (error: unknown) => {
+    // Refused (a second master): the database's connections must not keep the process alive.
+    await db.close();
+    throw error;
   });
   const pool = new PoolMembership(db, objects, host.ref, beatMs);
   const sessions = new Sessions(db, { timeoutMs: options.sessionTimeoutMs ?? 24 * 60 * 60 * 1000 });
