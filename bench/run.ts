@@ -8,6 +8,7 @@ const SUITES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   toolstack: () => import("./toolstack.ts"),
   xva: () => import("./xva.ts"),
   transfers: () => import("./transfers.ts"),
+  pool: () => import("./pool.ts"),
 };
 
 const names = argv.slice(2);

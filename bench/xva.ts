@@ -57,7 +57,7 @@ interface Saved {
 }
 
 /** A VM with a disk of this layout, imported from an XVA made from its raw file; returns the VM and the raw file. */
-async function makeVm(service: XvaService, dir: string, disk: DiskLayout, name: string): Promise<{ vm: string; raw: string }> {
+export async function makeVm(service: XvaService, dir: string, disk: DiskLayout, name: string): Promise<{ vm: string; raw: string }> {
   const raw = join(dir, `${name}.raw`);
   const started = Date.now();
   const written = writeRawDisk(raw, disk);

@@ -13,6 +13,8 @@ export interface XvaService {
   readonly url: string;
   readonly pid: number;
   readonly client: XenApiClient;
+  /** The SR imports go to (default: the pool's default SR). */
+  readonly importSr?: string;
   stop(): Promise<void>;
 }
 

@@ -1,5 +1,6 @@
-// The transfers as a client makes them: curl against /export and /import, in a task the bench creates first
-// (task_id=…), timed from curl's start to the task's success; and the set-up import streamed from Node.
+// The transfers as a client makes them: curl against /export and /import (following a pool master's
+// redirects, -L), in a task the bench creates first (task_id=…), timed from curl's start to the task's
+// success; and the set-up import streamed from Node.
 import { request as httpRequest } from "node:http";
 import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -46,23 +47,24 @@ async function inTask(service: XvaService, label: string, send: (task: string) =
   return { seconds, cost: cost!, vms };
 }
 
-/** `<url><path>?session_id=…&task_id=…<extra>` (extra: `&name=value…`). */
+/** `<url><path>?session_id=…&task_id=…<extra>` (extra: `&name=value…`); imports go to the service's SR if it names one. */
 function query(service: XvaService, task: string, path: string, extra = ""): string {
-  return `${service.url}${path}?session_id=${service.client.session}&task_id=${task}${extra}`;
+  const sr = path === "import" && service.importSr !== undefined ? `&sr_id=${service.importSr}` : "";
+  return `${service.url}${path}?session_id=${service.client.session}&task_id=${task}${sr}${extra}`;
 }
 
 /** GET /export of the VM into `output` (/dev/null for the timed rows). */
 export function exportVm(service: XvaService, vm: string, compression: Compression, output = "/dev/null"): Promise<Transfer> {
   const use = compression === "none" ? "" : `&use_compression=${compression}`;
   return inTask(service, `bench export ${compression}`, (task) =>
-    runCommand("curl", ["-sS", "-f", "-o", output, query(service, task, "export", `&ref=${vm}${use}`)], { timeoutMs: TIMEOUT_MS }),
+    runCommand("curl", ["-sS", "-f", "-L", "-o", output, query(service, task, "export", `&ref=${vm}${use}`)], { timeoutMs: TIMEOUT_MS }),
   );
 }
 
 /** PUT /import of a saved archive (curl -T: its length is known). */
 export function importFile(service: XvaService, path: string): Promise<Transfer> {
   return inTask(service, `bench import ${path}`, (task) =>
-    runCommand("curl", ["-sS", "-f", "-o", "/dev/null", "-T", path, query(service, task, "import")], { timeoutMs: TIMEOUT_MS }),
+    runCommand("curl", ["-sS", "-f", "-L", "-o", "/dev/null", "-T", path, query(service, task, "import")], { timeoutMs: TIMEOUT_MS }),
   );
 }
 
