@@ -2,10 +2,11 @@
 // it), then registered with the console's sampler and answered from its memory. See
 // server/datasources/sampler.ts for where the sampler's SR list comes from.
 import { z } from "zod";
+import { metricsDir } from "../../config.ts";
 import { consoleSampler } from "../../datasources/console-sampler.ts";
 import { SAMPLE_INTERVAL_MS, type DatasourceSampler, type WatchedSr } from "../../datasources/sampler.ts";
 import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
-import { accessSr, callPlugin, CONSOLE_DBG, findPlugin, type SrAccess } from "../storage-access.ts";
+import { accessSr, callPlugin, CONSOLE_DBG, hostLabel, hostPlugins, poolHosts, type SrAccess } from "../storage-access.ts";
 import type { TSeriesResponse, TSeriesSchema } from "./schema.ts";
 
 /** How often a series request also registers every attached SR the toolstack lists. */
@@ -28,6 +29,12 @@ export async function readSeries(xapi: XenApiClient, pluginRoot: string, input: 
     void discoverAttachedSrs(xapi, pluginRoot, sampler).catch(() => undefined);
   }
   const series = sampler.series(sr.ref, input.rangeSeconds) ?? { datasources: [], samples: [], error: null };
+  // The sampler reads the datasource files from the console's metrics dir: another host's are there only when
+  // it shares that dir (hosts of one machine given one HANGAR_METRICS_DIR).
+  const host = sr.place.host;
+  const error = host !== undefined && series.error !== null && /ENOENT|no such file/i.test(series.error)
+    ? `The datasources of "${sr.name}" are written on its host ${hostLabel(host)}, and the console reads them from its own metrics dir (${metricsDir()}), where they are not: the console cannot chart an SR of another machine yet.`
+    : series.error;
   const names = series.datasources.map((source) => source.name);
   return {
     srRef: sr.ref,
@@ -36,7 +43,7 @@ export async function readSeries(xapi: XenApiClient, pluginRoot: string, input: 
     t: series.samples.map((sample) => sample.t),
     values: Object.fromEntries(names.map((name) => [name, series.samples.map((sample) => roundValue(sample.values[name] ?? null))])),
     datasources: series.datasources,
-    error: series.error,
+    error,
   };
 }
 
@@ -45,18 +52,20 @@ function roundValue(value: number | null): number | null {
   return value === null || !Number.isFinite(value) ? null : Number(value.toPrecision(6));
 }
 
-const ZPbd = z.looseObject({ SR: z.string(), currently_attached: z.boolean(), other_config: z.record(z.string(), z.string()) });
+const ZPbd = z.looseObject({ SR: z.string(), host: z.string().default(""), currently_attached: z.boolean(), other_config: z.record(z.string(), z.string()) });
 
-/** Registers every attached SR the toolstack lists (through the user's session) with the sampler. */
+/** Registers every attached SR the toolstack lists (through the user's session) with the sampler, each through its host's plugin. */
 export async function discoverAttachedSrs(xapi: XenApiClient, pluginRoot: string, sampler: DatasourceSampler): Promise<void> {
-  const pbds = Object.values(await xapi.records("PBD", ZPbd));
-  // One SR whose plugin is missing does not keep the others out.
+  const [pbds, hosts] = await Promise.all([xapi.records("PBD", ZPbd), poolHosts(xapi)]);
+  // One SR whose plugin is missing (or whose host is offline) does not keep the others out.
   await Promise.allSettled(
-    pbds.map(async (pbd) => {
+    Object.values(pbds).map(async (pbd) => {
       const uri = pbd.other_config["hangar-sr-uri"];
-      if (!pbd.currently_attached || uri === undefined) return;
+      const host = hosts.get(pbd.host);
+      if (!pbd.currently_attached || uri === undefined || host?.live === false) return;
       const [type, name] = await Promise.all([xapi.call(z.string(), "SR.get_type", pbd.SR), xapi.call(z.string(), "SR.get_name_label", pbd.SR)]);
-      const plugin = await findPlugin(pluginRoot, type, "volume");
+      const plugin = (await hostPlugins(xapi, pluginRoot, host).registry()).find(type, "volume");
+      if (plugin === undefined) return;
       await sampler.watch(pbd.SR, watchedSr({ name, uri, plugin }));
     }),
   );

@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
 import { StorageError } from "../../storage/errors.ts";
 import { describeXenApiError } from "../xenapi-error.ts";
-import { accessSr, CONSOLE_DBG, callPlugin } from "../storage-access.ts";
+import { accessSr, CONSOLE_DBG, callPlugin, poolHosts } from "../storage-access.ts";
 import { readPool, summarize, ZPbdRecord, ZSrRecord } from "./records.ts";
 import type { TGetSrResponse } from "./schema.ts";
 import { volumeCount } from "./volume-counts.ts";
@@ -27,9 +27,9 @@ export async function resolveSr(xapi: XenApiClient, sr: string): Promise<string>
 
 export async function getSr(xapi: XenApiClient, pluginRoot: string, sr: string): Promise<TGetSrResponse> {
   const ref = await resolveSr(xapi, sr);
-  const [record, pool] = await Promise.all([xapi.call(ZSrRecord, "SR.get_record", ref), readPool(xapi)]);
+  const [record, pool, hosts] = await Promise.all([xapi.call(ZSrRecord, "SR.get_record", ref), readPool(xapi), poolHosts(xapi)]);
   const pbds = await Promise.all(record.PBDs.map((pbd) => xapi.call(ZPbdRecord, "PBD.get_record", pbd)));
-  const summary = summarize(ref, record, pbds, pool.defaultSr);
+  const summary = summarize(ref, record, pbds, pool.defaultSr, hosts);
   const attachedPbd = pbds.find((pbd) => pbd.currently_attached);
   const deviceConfig = Object.fromEntries(
     Object.entries((attachedPbd ?? pbds[0])?.device_config ?? {}).map(([key, value]) => [key, SECRET_KEY.test(key) ? "(hidden)" : value]),
@@ -42,15 +42,16 @@ export async function getSr(xapi: XenApiClient, pluginRoot: string, sr: string):
     uri: attachedPbd?.other_config["hangar-sr-uri"] ?? null,
     deviceConfig,
   };
-  if (!summary.attached) return base;
+  // Detached, or on a host that is offline (its health says so): nothing to ask a plugin.
+  if (!summary.attached || summary.host?.live === false) return base;
   try {
     const access = await accessSr(xapi, pluginRoot, ref);
     const [stat, volumes] = await Promise.all([
       withDeadline(callPlugin(access.plugin, "SR.stat", { dbg: CONSOLE_DBG, sr: access.uri }), STAT_WAIT_MS, `SR.stat did not answer within ${STAT_WAIT_MS / 1000} s`),
-      volumeCount(pluginRoot, record.type, access.uri, summary.volumeCount),
+      volumeCount(access.place, record.type, access.uri, summary.volumeCount),
     ]);
     const [tag, reason] = stat.health;
-    const health = summarize(ref, { ...record, health: [tag, reason] }, pbds, pool.defaultSr).health;
+    const health = summarize(ref, { ...record, health: [tag, reason] }, pbds, pool.defaultSr, hosts).health;
     return {
       ...base,
       source: "plugin",

@@ -2,8 +2,9 @@
 // and the summary itself. One place, so the list and the SR page say the same things the same way.
 import { z } from "zod";
 import { type XenApiClient, zInt64 } from "../../toolstack/xenapi/client.ts";
+import { hostLabel, type PoolHost } from "../storage-access.ts";
 import { describeXenApiError } from "../xenapi-error.ts";
-import { type TSrHealth, type TSrSummary, ZSrHealthTag } from "./schema.ts";
+import { type TSrHealth, type TSrHost, type TSrSummary, ZSrHealthTag } from "./schema.ts";
 
 export const ZSrRecord = z.looseObject({
   uuid: z.string(),
@@ -64,10 +65,22 @@ export function detachedHealth(): TSrHealth {
   return { tag: "Unreachable", reason: "Detached: not attached on this host. Attach it to use its volumes." };
 }
 
-export function summarize(ref: string, sr: SrRecord, pbds: readonly PbdRecord[], defaultSr: string): TSrSummary {
+/** The host an SR is on: its attached PBD's, else its first PBD's; undefined for none known. */
+export function srHost(pbds: readonly PbdRecord[], hosts: ReadonlyMap<string, PoolHost>): PoolHost | undefined {
+  const pbd = pbds.find((p) => p.currently_attached) ?? pbds[0];
+  return pbd === undefined ? undefined : hosts.get(pbd.host);
+}
+
+export function offlineHostHealth(host: Pick<PoolHost, "name" | "address">): TSrHealth {
+  return { tag: "Unreachable", reason: `Its host ${hostLabel(host)} is offline: the SR cannot be reached until the host is back.` };
+}
+
+/** `hosts`: the pool's (poolHosts()); an SR attached on one that is offline is Unreachable, and says why. */
+export function summarize(ref: string, sr: SrRecord, pbds: readonly PbdRecord[], defaultSr: string, hosts: ReadonlyMap<string, PoolHost>): TSrSummary {
   const attached = pbds.some((pbd) => pbd.currently_attached);
+  const host = srHost(pbds, hosts);
   // The toolstack's own words for a detached SR name its XenAPI call; the console says what to do here.
-  const health = attached ? healthOf(sr.health, true) : detachedHealth();
+  const health = !attached ? detachedHealth() : host !== undefined && !host.live ? offlineHostHealth(host) : healthOf(sr.health, true);
   return {
     ref,
     uuid: sr.uuid,
@@ -79,6 +92,7 @@ export function summarize(ref: string, sr: SrRecord, pbds: readonly PbdRecord[],
     health,
     attached,
     hasPbd: pbds.length > 0,
+    host: host === undefined ? null : ({ ref: host.ref, name: host.name, address: host.address, live: host.live } satisfies TSrHost),
     physicalSize: sr.physical_size,
     physicalUtilisation: sr.physical_utilisation,
     volumeCount: sr.VDIs.length,

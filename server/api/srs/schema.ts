@@ -11,6 +11,14 @@ export const ZSrHealth = z.object({
   reason: z.string(),
 });
 
+/** The host an SR is attached on (or was last plugged into), as lists show it. */
+export const ZSrHost = z.object({
+  ref: z.string(),
+  name: z.string(),
+  address: z.string(),
+  live: z.boolean(),
+});
+
 export const ZSrSummary = z.object({
   ref: z.string(),
   uuid: z.string(),
@@ -24,6 +32,8 @@ export const ZSrSummary = z.object({
   attached: z.boolean(),
   /** Whether the SR has a PBD at all: one introduced without one cannot be attached from here. */
   hasPbd: z.boolean(),
+  /** The host of its attached PBD, else of its first; null when it has none (or the toolstack has no hosts). */
+  host: ZSrHost.nullable(),
   /** Bytes; 0 when never known (an SR detached since the toolstack started). */
   physicalSize: z.number(),
   physicalUtilisation: z.number(),
@@ -126,6 +136,7 @@ export const ZSrActionResponse = z.object({ tasks: z.array(z.string()) });
 
 export type TSrHealthTag = z.infer<typeof ZSrHealthTag>;
 export type TSrHealth = z.infer<typeof ZSrHealth>;
+export type TSrHost = z.infer<typeof ZSrHost>;
 export type TSrSummary = z.infer<typeof ZSrSummary>;
 export type TListSrsResponse = z.infer<typeof ZListSrsResponse>;
 export type TGetSrResponse = z.infer<typeof ZGetSrResponse>;

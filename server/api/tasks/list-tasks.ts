@@ -4,7 +4,7 @@
 import { z } from "zod";
 import type { RegisteredPlugin } from "../../storage/registry.ts";
 import { type XenApiClient, zInt64, zTaskRecord } from "../../toolstack/xenapi/client.ts";
-import { CONSOLE_DBG, findPlugin } from "../storage-access.ts";
+import { CONSOLE_DBG, hostPlugins, type PluginPlace, type PoolHost, poolHosts } from "../storage-access.ts";
 import { describeTaskError } from "../xenapi-error.ts";
 import type { TListTasksResponse, TTask, TTaskKind, TTaskState } from "./schema.ts";
 
@@ -21,6 +21,8 @@ const VOLUME_TTL_MS = 30_000;
 
 export const ZTaskListRecord = zTaskRecord.extend({
   allowed_operations: z.array(z.string()).default([]),
+  /** The host running it: a data operation's Data.stat is asked of that host's datapath plugin. */
+  resident_on: z.string().default(""),
   other_config: z.record(z.string(), z.string()).default({}),
 });
 type TaskListRecord = z.infer<typeof ZTaskListRecord>;
@@ -128,15 +130,16 @@ function titleFor(kind: TTaskKind, record: TaskListRecord, volume: VolumeBrief |
   }
 }
 
-/** Live progress of a running data operation from its datapath; undefined when it cannot be had quickly. */
-async function liveProgress(pluginRoot: string, operation: NonNullable<DataState["operation"]>): Promise<number | undefined> {
+/** Live progress of a running data operation from its datapath (on the task's host); undefined when it cannot be had quickly. */
+async function liveProgress(place: PluginPlace, operation: NonNullable<DataState["operation"]>): Promise<number | undefined> {
   const scheme = operation.uri.split(":", 1)[0] ?? "";
-  let plugin: RegisteredPlugin;
+  let plugin: RegisteredPlugin | undefined;
   try {
-    plugin = await findPlugin(pluginRoot, scheme, "datapath");
+    plugin = (await place.registry()).find(scheme, "datapath");
   } catch {
     return undefined;
   }
+  if (plugin === undefined) return undefined;
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), STAT_TIMEOUT_MS)));
   try {
@@ -157,8 +160,8 @@ export function withoutStackTrace(text: string): string {
   return (trace < 0 ? lines : lines.slice(0, trace)).join(" ").replace(/\s+/g, " ").trim();
 }
 
-/** One task as the page shows it; `now` in milliseconds. */
-export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: string, record: TaskListRecord, now: number): Promise<TTask> {
+/** One task as the page shows it; `now` in milliseconds; `hosts` the pool's (poolHosts()). */
+export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: string, record: TaskListRecord, now: number, hosts: ReadonlyMap<string, PoolHost> = new Map()): Promise<TTask> {
   const state = dataState(record);
   const kind = classify(record.name_label, state);
   const taskState = STATES[record.status];
@@ -170,7 +173,9 @@ export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: 
   let progress = Math.min(1, Math.max(0, record.progress));
   // A mirror's progress means nothing to show (it runs until cancelled): no plugin call for it.
   if (running && state?.operation !== undefined && kind !== "data-mirror") {
-    const live = await liveProgress(pluginRoot, state.operation);
+    const host = hosts.get(record.resident_on);
+    // An offline host's task is failed by the pool soon: its own progress stands until then.
+    const live = host?.live === false ? undefined : await liveProgress(hostPlugins(xapi, pluginRoot, host), state.operation);
     if (live !== undefined) progress = Math.max(progress, Math.min(1, live));
   }
 
@@ -214,8 +219,8 @@ export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: 
 /** Every task of the toolstack: running ones first (newest first), then the history (last finished first). */
 export async function listTasks(xapi: XenApiClient, pluginRoot: string): Promise<TListTasksResponse> {
   const now = Date.now();
-  const records = await xapi.records("task", ZTaskListRecord);
-  const tasks = await Promise.all(Object.entries(records).map(([ref, record]) => describeTask(xapi, pluginRoot, ref, record, now)));
+  const [records, hosts] = await Promise.all([xapi.records("task", ZTaskListRecord), poolHosts(xapi)]);
+  const tasks = await Promise.all(Object.entries(records).map(([ref, record]) => describeTask(xapi, pluginRoot, ref, record, now, hosts)));
   const isRunning = (task: TTask) => task.state === "running" || task.state === "cancelling";
   tasks.sort((a, b) => {
     if (isRunning(a) !== isRunning(b)) return isRunning(a) ? -1 : 1;

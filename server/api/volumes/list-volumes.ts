@@ -11,7 +11,7 @@ import type { TListVolumesResponse, TVolumeRow } from "./schema.ts";
 export async function listVolumes(xapi: XenApiClient, pluginRoot: string, srRef: string): Promise<TListVolumesResponse> {
   const sr = await accessSr(xapi, pluginRoot, srRef);
   const volumes = await callPlugin(sr.plugin, "SR.ls", { dbg: CONSOLE_DBG, sr: sr.uri });
-  rememberVolumeCount(pluginRoot, sr.type, sr.uri, volumes.length);
+  rememberVolumeCount(sr.place, sr.type, sr.uri, volumes.length);
   return {
     sr: { ref: sr.ref, uuid: sr.uuid, name: sr.name, type: sr.type },
     features: sr.plugin.features,
