@@ -2,6 +2,7 @@
 import { conformanceRouter } from "./conformance/router.ts";
 import { datasourcesRouter } from "./datasources/router.ts";
 import { downloadsRouter } from "./downloads/router.ts";
+import { hostsRouter } from "./hosts/router.ts";
 import { pluginsRouter } from "./plugins/router.ts";
 import { srsRouter } from "./srs/router.ts";
 import { tasksRouter } from "./tasks/router.ts";
@@ -13,6 +14,7 @@ import { volumesRouter } from "./volumes/router.ts";
 export const appRouter = createTRPCRouter({
   plugins: pluginsRouter,
   conformance: conformanceRouter,
+  hosts: hostsRouter,
   srs: srsRouter,
   volumes: volumesRouter,
   datasources: datasourcesRouter,

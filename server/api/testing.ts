@@ -26,17 +26,21 @@ export interface ConsoleUnderTest {
 export async function startConsoleUnderTest(t: TestContext, options: { pluginRoot?: string } = {}): Promise<ConsoleUnderTest> {
   const toolstack = await startTestToolstack(options.pluginRoot === undefined ? {} : { pluginRoot: options.pluginRoot });
   t.after(() => toolstack.stop());
-  process.env.HANGAR_TOOLSTACK_URL = `http://127.0.0.1:${toolstack.service.httpPort}`;
+  return { toolstack, ...(await consoleOn(`http://127.0.0.1:${toolstack.service.httpPort}`, options)) };
+}
+
+/** The console pointed at the toolstack at `url` (HANGAR_TOOLSTACK_URL), logged in as root. */
+export async function consoleOn(url: string, options: { pluginRoot?: string } = {}): Promise<Omit<ConsoleUnderTest, "toolstack">> {
+  process.env.HANGAR_TOOLSTACK_URL = url;
   process.env.HANGAR_CONSOLE_SECRET ??= "hangar-console-test-secret";
   const { cookie, session } = await logIn("root", ROOT_PASSWORD);
   const headers = new Headers({ cookie: `${SESSION_COOKIE}=${cookie}` });
   const pluginRoot = options.pluginRoot ?? defaultPluginRoot();
   return {
-    toolstack,
     session,
     caller: createCaller({ ...createTRPCContext({ headers }), pluginRoot }),
     anonymous: createCaller({ ...createTRPCContext({ headers: new Headers() }), pluginRoot }),
-    xapi: new XenApiClient(process.env.HANGAR_TOOLSTACK_URL, session.session),
+    xapi: new XenApiClient(url, session.session),
     headers,
   };
 }
