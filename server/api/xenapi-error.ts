@@ -36,7 +36,7 @@ const WORDS: Record<string, (p: readonly string[]) => string> = {
   VM_BAD_POWER_STATE: (p) => `The VM is ${p[2] ?? "in another state"}; this needs it ${p[1] ?? "in another power state"}.`,
   MESSAGE_METHOD_UNKNOWN: (p) => `The toolstack does not know the call ${p[0] ?? ""}: it may be another toolstack or an older Hangar.`,
   PBD_EXISTS: () => "The SR already has a connection (PBD) to this host.",
-  HOST_OFFLINE: () => "The host the SR is attached on is offline (its heartbeat stopped): its SRs cannot be used until it is back.",
+  HOST_OFFLINE: (p) => `${p[1] ? `${p[1][0]!.toUpperCase()}${p[1].slice(1)}` : "The host is offline"}; its SRs cannot be used until it is back.`,
   SR_HAS_NO_PBDS: () => "The SR has no connection (PBD) to this host: it cannot be attached from here.",
 };
 

@@ -230,7 +230,8 @@ function exportUrl(request: ExportRequest, extra: Record<string, string>): URL {
   return url;
 }
 
-const REDIRECTS = 3;
+/** Redirects followed to the host whose SRs hold the VM's disks (the upload pipeline follows as many). */
+const REDIRECTS = 5;
 /** Blocks per running export (1 MiB each): what may wait for the disk, and the recent bytes downloads copy. */
 const POOL_BLOCKS = 16;
 const BLOCK_BYTES = 1024 * 1024;
@@ -240,7 +241,7 @@ async function askToolstack(url: URL, redirects = REDIRECTS): Promise<{ response
   const pool = new BlockPool(POOL_BLOCKS, BLOCK_BYTES);
   // A connection of its own (no keep-alive): an export is long, and a pooled socket could be closed under it.
   const response = await getIntoBlocks(url, pool).catch((error: Error) => {
-    throw new DownloadError(502, `The toolstack at ${toolstackUrl()} cannot be reached (${error.message}). Is it running?`);
+    throw new DownloadError(502, `The toolstack at ${url.origin === new URL(toolstackUrl()).origin ? toolstackUrl() : url.origin} cannot be reached (${error.message}). Is it running?`);
   });
   const location = response.header("location");
   if (response.status >= 300 && response.status < 400 && location !== null && redirects > 0) {

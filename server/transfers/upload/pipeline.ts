@@ -2,7 +2,9 @@
 // and streamed into the toolstack's `PUT /import` with backpressure, under a toolstack task made first, so the
 // upload and the import are one transfer on the task page. A stream that breaks (toolstack restart, network)
 // starts a fresh import from byte 0 of the spool; an archive the toolstack refuses ends the upload with its
-// reason, and the spool is removed (the toolstack removes what the failed import made).
+// reason, and the spool is removed (the toolstack removes what the failed import made). In a pool the SR may
+// be attached on another host than the toolstack's: an empty PUT without a task (Xen Orchestra's probe) is
+// answered with a redirect to that host, and the archive goes there.
 import { open, rm } from "node:fs/promises";
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
@@ -22,6 +24,9 @@ const TASK_POLL_MS = 500;
 /** Waits between fresh imports after a broken stream; the last repeats until MAX_BROKEN_MS has passed. */
 const RETRY_DELAYS_MS = [500, 1000, 2000, 5000, 10_000];
 const MAX_BROKEN_MS = 10 * 60_000;
+/** Redirects followed from the toolstack to the host that imports into the SR. */
+const MAX_REDIRECTS = 5;
+const PROBE_TIMEOUT_MS = 30_000;
 
 class Cancelled extends Error {}
 
@@ -162,6 +167,7 @@ export class ImportPipeline {
       this.sessionEnded = outcome.reason === SESSION_ENDED;
       // Shown to the user while it waits (the status stays "importing").
       if (this.sessionEnded) await this.save({ error: `Waiting: ${SESSION_ENDED}.` });
+      else if (outcome.reason.includes("HOST_OFFLINE")) await this.save({ error: `Waiting: the SR's host is offline; the import goes on when it is back (${outcome.reason}).` });
       const wait = new AbortController();
       this.retryNow = () => wait.abort();
       await delay(RETRY_DELAYS_MS[Math.min(retry++, RETRY_DELAYS_MS.length - 1)]!, AbortSignal.any([this.abort.signal, wait.signal])).catch(() => undefined);
@@ -186,14 +192,17 @@ export class ImportPipeline {
     return undefined;
   }
 
-  /** One import: a fresh task, the spool streamed from byte 0 as it grows, and how it ended. */
+  /** One import: the host that takes it found, a fresh task, the spool streamed from byte 0 as it grows, and how it ended. */
   private async attempt(): Promise<Outcome> {
     const xapi = this.xapi();
+    const start = new URL("import", toolstackUrl().endsWith("/") ? toolstackUrl() : `${toolstackUrl()}/`);
+    start.searchParams.set("session_id", this.state.session);
+    start.searchParams.set("sr_id", this.state.sr);
+    const target = await findImportHost(start, this.abort.signal);
+    if (!(target instanceof URL)) return answerOutcome(target.status, target.text);
     const task = await xapi.call(z.string(), "task.create", `VM import: ${this.state.fileName}`, `Uploaded in the console and imported into ${this.state.srName} as it arrives${this.state.attempts > 0 ? ` (import restarted from the console's copy, attempt ${this.state.attempts + 1})` : ""}`);
     await this.save({ task, attempts: this.state.attempts + 1, status: "importing", error: null });
-    const url = new URL("import", toolstackUrl().endsWith("/") ? toolstackUrl() : `${toolstackUrl()}/`);
-    url.searchParams.set("session_id", this.state.session);
-    url.searchParams.set("sr_id", this.state.sr);
+    const url = new URL(target);
     url.searchParams.set("task_id", task);
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
     const attemptAbort = new AbortController();
@@ -227,11 +236,7 @@ export class ImportPipeline {
           });
           response.on("end", () => {
             if ((response.statusCode ?? 0) >= 300) {
-              const text = Buffer.concat(chunks).toString("utf8").trim();
-              // 5xx or an unreachable host is the toolstack's trouble, not the archive's: import again.
-              if ((response.statusCode ?? 0) >= 500) settle({ kind: "broken", reason: `HTTP ${response.statusCode}: ${text}` });
-              else if (response.statusCode === 401 || text.startsWith("SESSION_INVALID")) settle({ kind: "broken", reason: SESSION_ENDED });
-              else settle({ kind: "refused", error: text === "" ? `The toolstack refused the import (HTTP ${response.statusCode}).` : text });
+              settle(answerOutcome(response.statusCode ?? 0, Buffer.concat(chunks).toString("utf8").trim()));
               return;
             }
             // The body ended: the task holds the outcome.
@@ -350,6 +355,40 @@ export class ImportPipeline {
       await handle?.close();
     }
   }
+}
+
+/**
+ * The URL that takes the import: `start` (the toolstack's /import, without a task) probed with an empty PUT,
+ * following the toolstack's redirects to the host the SR is attached on; or the answer that refused it.
+ */
+export async function findImportHost(start: URL, signal?: AbortSignal): Promise<URL | { status: number; text: string }> {
+  let url = start;
+  for (let redirects = 0; ; redirects++) {
+    const response = await fetch(url, {
+      method: "PUT",
+      body: "",
+      headers: { "content-type": "application/octet-stream" },
+      redirect: "manual",
+      signal: signal === undefined ? AbortSignal.timeout(PROBE_TIMEOUT_MS) : AbortSignal.any([signal, AbortSignal.timeout(PROBE_TIMEOUT_MS)]),
+    }).catch((error: Error) => {
+      throw new Error(`the toolstack at ${url.origin} cannot be reached (${(error.cause as Error | undefined)?.message ?? error.message})`);
+    });
+    const text = (await response.text()).trim();
+    const location = response.headers.get("location");
+    if (response.status < 300 || response.status >= 400 || location === null) return response.status < 300 ? url : { status: response.status, text };
+    if (redirects >= MAX_REDIRECTS) return { status: 508, text: `The toolstack redirected the import more than ${MAX_REDIRECTS} times (last to ${new URL(location, url).origin}).` };
+    url = new URL(location, url);
+  }
+}
+
+/** What an import request's refusal (HTTP status ≥ 300) means for the upload. */
+function answerOutcome(status: number, text: string): Outcome {
+  // 5xx (a host offline, a toolstack in trouble) is not the archive's fault: import again.
+  if (status >= 500) return { kind: "broken", reason: `HTTP ${status}: ${text}` };
+  if (status === 401 || text.startsWith("SESSION_INVALID")) return { kind: "broken", reason: SESSION_ENDED };
+  // The probe said where; a redirect now means the SR moved meanwhile: ask again.
+  if (status >= 300 && status < 400) return { kind: "broken", reason: `the SR moved to another host (HTTP ${status})` };
+  return { kind: "refused", error: text === "" ? `The toolstack refused the import (HTTP ${status}).` : text };
 }
 
 /** Why an attempt broke, in words; an ended session is told apart (only the user logging in again helps). */

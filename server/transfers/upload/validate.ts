@@ -1,7 +1,8 @@
 // Checks an upload before any byte is accepted: a file name an import can take, a known size, and an SR that
-// exists, is attached and has room for it.
+// exists, is attached (on a host that is live) and has room for it.
 import { z } from "zod";
 import { formatBytes } from "../../../components/format.ts";
+import { hostLabel, ZHostRecord } from "../../api/storage-access.ts";
 import { zInt64, type XenApiClient } from "../../toolstack/xenapi/client.ts";
 import { XenApiError } from "../../toolstack/xenapi/errors.ts";
 
@@ -16,6 +17,8 @@ export class UploadRefusal extends Error {
 
 /** XVA (plain, gzip, zstd) and legacy package tars. */
 export const IMPORTABLE_NAME = /\.(xva|xva\.gz|xva\.zst|xva\.zstd|tar|tar\.gz|tgz|tar\.zst)$/i;
+
+const zPbd = z.looseObject({ host: z.string().default(""), currently_attached: z.boolean() });
 
 const zSr = z.looseObject({
   uuid: z.string(),
@@ -49,8 +52,15 @@ export async function checkUpload(xapi: XenApiClient, input: { fileName: string 
     throw error;
   }
   if (record.content_type === "iso") throw new UploadRefusal(400, `${record.name_label} is an ISO library: choose an SR for VM disks.`);
-  const attached = await Promise.all(record.PBDs.map((pbd) => xapi.call(z.boolean(), "PBD.get_currently_attached", pbd).catch(() => false)));
-  if (!attached.includes(true)) throw new UploadRefusal(409, `${record.name_label} is not attached: attach it or choose another SR.`);
+  const pbds = await Promise.all(record.PBDs.map((pbd) => xapi.call(zPbd, "PBD.get_record", pbd).catch(() => undefined)));
+  const attached = pbds.filter((pbd) => pbd?.currently_attached === true);
+  if (attached.length === 0) throw new UploadRefusal(409, `${record.name_label} is not attached: attach it or choose another SR.`);
+  // In a pool: the host it is attached on takes the import, and an offline one cannot.
+  const hosts = await Promise.all(attached.map((pbd) => xapi.call(ZHostRecord, "host.get_record", pbd!.host).catch(() => undefined)));
+  const offline = hosts.find((host) => host?.live === false);
+  if (offline !== undefined && hosts.every((host) => host?.live === false)) {
+    throw new UploadRefusal(409, `${record.name_label} is on the host ${hostLabel({ name: offline.name_label, address: offline.address })}, which is offline: choose another SR, or wait for the host to be back.`);
+  }
   const free = record.physical_size - record.physical_utilisation;
   if (record.physical_size > 0 && input.size > free) {
     throw new UploadRefusal(413, `${fileName} (${formatBytes(input.size)}) is larger than the free space of ${record.name_label} (${formatBytes(Math.max(0, free))}).`);
