@@ -164,6 +164,34 @@ test("SR calls on the master reach the plugins of the host that attaches the SR"
   assert.equal(refused.statusCode, 401);
 });
 
+test("VDI.copy through the master runs on the host of the VDI's SR (forwarded); a copy to another host's SR says where to send it", async () => {
+  const srA = await localSr(A);
+  const srB = await localSr(B);
+  const vdi = await master.call(z.string(), "VDI.create", {
+    SR: srB,
+    name_label: "copied on B",
+    name_description: "",
+    type: "user",
+    virtual_size: 8 * MiB,
+    sharable: false,
+    read_only: false,
+    other_config: {},
+    xenstore_data: {},
+    sm_config: {},
+    tags: [],
+  });
+  const copy = await master.call(z.string(), "VDI.copy", vdi, srB);
+  assert.equal(await master.call(z.string(), "VDI.get_SR", copy), srB);
+  assert.equal(await master.call(z.string(), "VDI.get_name_label", copy), "copied on B");
+  const task = await master.call(z.string(), "Async.VDI.copy", vdi, srB);
+  const record = await master.waitTask(task);
+  assert.equal(record.status, "success", JSON.stringify(record.error_info));
+  assert.equal(record.resident_on, await hostRef(B));
+  const second = String(parseXmlRpcValue(record.result));
+  await assert.rejects(master.call(z.string(), "VDI.copy", vdi, srA), (error: Error) => /OPERATION_NOT_ALLOWED/.test(error.message) && /127\.0\.0\.2/.test(error.message));
+  for (const made of [copy, second, vdi]) await master.call(z.unknown(), "VDI.destroy", made);
+});
+
 test("import into host B's SR and export of its VM through the master: 302 to B, followed by curl -L and xen-api", async () => {
   const srB = await localSr(B);
   const disk = smallDisk(40);
@@ -300,7 +328,7 @@ test("host B killed mid-export: the task fails with the reason; the other hosts 
   assert.equal(after.error_info[0], "HOST_OFFLINE");
 });
 
-test("the master restarted: clients carry on with their sessions; a member is promoted only when asked", async () => {
+test("the master restarted: clients carry on with their sessions; a member promoted when asked, or when the master is dead", async () => {
   const xapi: Xapi = createClient({ url: hosts.get(A)!.url, auth: { user: "root", password: ROOT_PASSWORD }, transport: "json-rpc" });
   await xapi.connect();
   try {
@@ -316,6 +344,19 @@ test("the master restarted: clients carry on with their sessions; a member is pr
     assert.equal(await master.call(z.string(), "pool.get_master", pool), await hostRef(C));
     await master.call(z.unknown(), "pool.designate_new_master", await hostRef(A));
     assert.equal(await master.call(z.string(), "pool.get_master", pool), await hostRef(A));
+
+    // The master dies: a member takes over when told to (not while the master lives), and the old master
+    // comes back as a member (as master it would be refused).
+    const c = new XenApiClient(hosts.get(C)!.url, master.session);
+    await assert.rejects(c.call(z.unknown(), "pool.emergency_transition_to_master"), /the pool's master is alive/);
+    const a = await hostRef(A);
+    await hosts.get(A)!.kill();
+    while ((await c.call(zHost, "host.get_record", a)).live) await new Promise((resolve) => setTimeout(resolve, 100));
+    await c.call(z.unknown(), "pool.emergency_transition_to_master");
+    assert.equal(await c.call(z.string(), "pool.get_master", pool), await hostRef(C, c));
+    await assert.rejects(startHost(A, "master"), /the pool's master .* \(127\.0\.0\.4\) is alive/);
+    await startHost(A, "member");
+    assert.equal((await c.call(zHost, "host.get_record", a)).live, true);
   } finally {
     await xapi.disconnect();
   }

@@ -25,7 +25,7 @@ import {
   vdiRecord,
 } from "../vdi-records.ts";
 import { xenErrors } from "../xenapi/errors.ts";
-import { method } from "../xenapi/methods.ts";
+import { method, type MethodOptions } from "../xenapi/methods.ts";
 import { zBool, zInt, zRef, zString, zStringMap } from "../xenapi/params.ts";
 import { NULL_REF, xenDate, type XenRecord } from "../xenapi/values.ts";
 import { defaultSr } from "./pool.ts";
@@ -202,6 +202,9 @@ function checkRemote(remote: string): void {
   }
 }
 
+/** Calls that plug the VDI into the toolstack run on the host whose SR holds it (forwarded from any other). */
+const ON_VDI_HOST: MethodOptions = { runsOn: async (ts, [vdi]) => (await locateVdi(ts, String(vdi))).sr.host };
+
 export const vdiCalls = [
   ...computedGetters("VDI", vdiSource, VDI_FIELDS),
   method("VDI.create", [["args", zRecordArg]], async ({ ts }, args) => (await createVdi(ts, args)).ref),
@@ -221,7 +224,7 @@ export const vdiCalls = [
     const [vdi, dest] = await Promise.all([locateVdi(ts, ref), attachedSr(ts, srRef)]);
     requireFeature(dest, "VDI_CREATE");
     return inTask(ts, task, "VDI.copy", (control) => copyVdi(ts, control, vdi, dest));
-  }),
+  }, ON_VDI_HOST),
   method("VDI.set_name_label", [["self", zRef], ["value", zString]], async ({ ts }, ref, value) => {
     await changeVolume(ts, ref, (vdi) => vdi.sr.plugin.client.call("Volume.set_name", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key, new_name: value }));
   }),
@@ -296,12 +299,12 @@ export const vdiCalls = [
     checkRemote(remote);
     const vdi = await locateVdi(ts, ref);
     await inTask(ts, task, "VDI.hangar_data_copy", (control) => dataToRemote(ts, control, vdi, remote, "data-copy").then(() => ""));
-  }),
+  }, ON_VDI_HOST),
   method("VDI.hangar_data_mirror", [["vdi", zRef], ["remote", zString]], async ({ ts, task }, ref, remote) => {
     checkRemote(remote);
     const vdi = await locateVdi(ts, ref);
     await inTask(ts, task, "VDI.hangar_data_mirror", (control) => dataToRemote(ts, control, vdi, remote, "data-mirror").then(() => ""));
-  }),
+  }, ON_VDI_HOST),
   method("VDI.hangar_data_mirror_to_vdi", [["vdi", zRef], ["dest", zRef]], async ({ ts, task }, ref, destRef) => {
     if (destRef === ref) throw xenErrors.invalidValue("dest", `${destRef} (a volume cannot mirror into itself)`);
     const [vdi, dest] = await Promise.all([locateVdi(ts, ref), locateVdi(ts, destRef)]);
@@ -309,7 +312,7 @@ export const vdiCalls = [
     const record = await vdiRecord(ts, dest);
     if ((record.VBDs as string[]).length > 0 || Object.keys(record.current_operations as StringMap).length > 0) throw xenErrors.vdiInUse(destRef, "mirror");
     await inTask(ts, task, "VDI.hangar_data_mirror_to_vdi", (control) => mirrorToVdi(ts, control, vdi, dest).then(() => ""));
-  }),
+  }, ON_VDI_HOST),
 ];
 
 /** The VDI of a uuid (UUID_INVALID when there is none). */

@@ -5,6 +5,7 @@ import type { z } from "zod";
 import type { Session } from "../sessions.ts";
 import type { TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
+import { forwardCall } from "../forward.ts";
 import { toXenApiError, xenErrors } from "./errors.ts";
 import type { XenValue } from "./values.ts";
 
@@ -29,6 +30,8 @@ export interface MethodDef {
   async: boolean;
   /** How many trailing parameters a caller may leave out (they arrive as undefined). */
   optional: number;
+  /** The host of the pool that must run the call (undefined: any); another host's gets it forwarded. */
+  runsOn?: (ts: Toolstack, args: unknown[]) => Promise<string | undefined>;
   call(ctx: CallContext, args: unknown[]): Promise<XenValue>;
 }
 
@@ -36,6 +39,7 @@ export interface MethodOptions {
   session?: boolean;
   async?: boolean;
   optional?: number;
+  runsOn?: (ts: Toolstack, args: unknown[]) => Promise<string | undefined>;
 }
 
 export function method<const P extends readonly ParamSpec[]>(
@@ -50,6 +54,7 @@ export function method<const P extends readonly ParamSpec[]>(
     params,
     async: options.async ?? !/\.(get_|login|logout|listMethods)/.test(name),
     optional: options.optional ?? 0,
+    runsOn: options.runsOn,
     call: async (ctx, args) => (await handler(ctx, ...(args as Args<P>))) ?? "",
   };
 }
@@ -88,6 +93,8 @@ export async function invoke(ts: Toolstack, name: string, params: readonly unkno
     if (!parsed.success) throw xenErrors.fieldTypeError(field);
     return parsed.data;
   });
+  const host = await def.runsOn?.(ts, args);
+  if (host !== undefined && host !== ts.host.ref) return forwardCall(ts, host, def.name, params, asyncCall);
   if (!asyncCall) return def.call({ ts, session }, args);
   return ts.tasks.start(`Async.${def.name}`, (task) => def.call({ ts, session, task }, args));
 }
