@@ -32,9 +32,10 @@ export async function readSeries(xapi: XenApiClient, pluginRoot: string, input: 
   // The sampler reads the datasource files from the console's metrics dir: another host's are there only when
   // it shares that dir (hosts of one machine given one HANGAR_METRICS_DIR).
   const host = sr.place.host;
-  const error = host !== undefined && series.error !== null && /ENOENT|no such file/i.test(series.error)
-    ? `The datasources of "${sr.name}" are written on its host ${hostLabel(host)}, and the console reads them from its own metrics dir (${metricsDir()}), where they are not: the console cannot chart an SR of another machine yet.`
-    : series.error;
+  const error =
+    host !== undefined && series.error !== null && /datasource file is missing|ENOENT/.test(series.error)
+      ? `The datasource files of "${sr.name}" are written on its host ${hostLabel(host)}, and the console reads them from its own metrics dir (${metricsDir()}), where they are not: charts of an SR on another host need that host's metrics dir shared with the console.`
+      : series.error;
   const names = series.datasources.map((source) => source.name);
   return {
     srRef: sr.ref,
