@@ -4,7 +4,7 @@ import Link from "next/link";
 import { usePathname } from "next/navigation";
 import { useState, type ComponentType, type ComponentProps } from "react";
 import { logOutAction } from "@/app/login/actions.ts";
-import { CloseIcon, DashboardIcon, MenuIcon, PluginIcon, StorageIcon, TasksIcon, VmIcon } from "./nav-icons.tsx";
+import { CloseIcon, DashboardIcon, HostIcon, MenuIcon, PluginIcon, StorageIcon, TasksIcon, VmIcon } from "./nav-icons.tsx";
 import { cn } from "./ui/cn.ts";
 
 interface NavItem {
@@ -16,6 +16,7 @@ interface NavItem {
 const items: NavItem[] = [
   { href: "/", label: "Dashboard", icon: DashboardIcon },
   { href: "/storage", label: "Storage", icon: StorageIcon },
+  { href: "/hosts", label: "Hosts", icon: HostIcon },
   { href: "/vms", label: "VMs", icon: VmIcon },
   { href: "/tasks", label: "Tasks", icon: TasksIcon },
   { href: "/plugins", label: "Plugins", icon: PluginIcon },

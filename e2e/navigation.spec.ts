@@ -7,6 +7,7 @@ test.use({ baseURL: `http://127.0.0.1:${fixtureRootPort}` });
 const pages = [
   { link: "Dashboard", path: "/", heading: "Dashboard" },
   { link: "Storage", path: "/storage", heading: "Storage" },
+  { link: "Hosts", path: "/hosts", heading: "Hosts" },
   { link: "VMs", path: "/vms", heading: "VMs" },
   { link: "Tasks", path: "/tasks", heading: "Tasks" },
   { link: "Plugins", path: "/plugins", heading: "Plugins" },
@@ -73,7 +74,7 @@ test.describe("at 360 px wide", () => {
     await expect(page.getByRole("heading", { level: 1, name: "Tasks" })).toBeVisible();
     await expect(nav).toBeHidden();
 
-    for (const path of ["/", "/plugins", "/storage"]) {
+    for (const path of ["/", "/plugins", "/storage", "/hosts"]) {
       await page.goto(path);
       await expect(page.getByRole("heading", { level: 1 })).toBeVisible();
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);

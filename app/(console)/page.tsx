@@ -1,5 +1,6 @@
 import Link from "next/link";
 import { Suspense } from "react";
+import { HostSummary } from "@/components/dashboard/host-summary.tsx";
 import { PluginSummary, PluginSummarySkeleton } from "@/components/dashboard/plugin-summary.tsx";
 import { StorageSummary } from "@/components/dashboard/storage-summary.tsx";
 import { PageHeader } from "@/components/page-header.tsx";
@@ -12,7 +13,7 @@ const linkClasses =
 export default function DashboardPage() {
   return (
     <>
-      <PageHeader title="Dashboard" description="What this Hangar host can see right now: storage health and space, work in progress, recent failures." />
+      <PageHeader title="Dashboard" description="What this Hangar pool can see right now: storage health and space, its hosts, work in progress, recent failures." />
 
       <section aria-labelledby="dashboard-storage" className="flex flex-col gap-4">
         <div className="flex flex-wrap items-baseline justify-between gap-2">
@@ -24,6 +25,18 @@ export default function DashboardPage() {
           </Link>
         </div>
         <StorageSummary />
+      </section>
+
+      <section aria-labelledby="dashboard-hosts" className="flex flex-col gap-4">
+        <div className="flex flex-wrap items-baseline justify-between gap-2">
+          <h2 id="dashboard-hosts" className={headingClasses}>
+            Hosts
+          </h2>
+          <Link href="/hosts" className={linkClasses}>
+            View hosts
+          </Link>
+        </div>
+        <HostSummary />
       </section>
 
       <section aria-labelledby="dashboard-tasks" className="flex flex-col gap-4">

@@ -161,6 +161,15 @@ function SrHeader({ sr, back, actions }: { sr: TGetSrResponse; back: ReactNode; 
               {sr.uuid}
             </span>
             {sr.uri ? <span className="font-mono text-xs break-all text-zinc-500 dark:text-zinc-400">{sr.uri}</span> : null}
+            {sr.host ? (
+              <span>
+                On host{" "}
+                <Link href="/hosts" className="rounded underline decoration-zinc-300 underline-offset-4 hover:decoration-zinc-900 focus-visible:outline-2 focus-visible:outline-sky-600 dark:decoration-zinc-600 dark:hover:decoration-zinc-100">
+                  {sr.host.name && sr.host.name !== sr.host.address ? `${sr.host.name} (${sr.host.address})` : sr.host.address}
+                </Link>
+                {sr.host.live ? null : <span className="font-medium text-red-700 dark:text-red-400">, offline</span>}
+              </span>
+            ) : null}
           </dd>
         </div>
       </dl>

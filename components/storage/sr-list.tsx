@@ -6,10 +6,11 @@ import type { ReactNode } from "react";
 import { plural } from "@/components/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Badge } from "@/components/ui/badge.tsx";
+import { cn } from "@/components/ui/cn.ts";
 import { Panel } from "@/components/ui/panel.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
-import type { TSrSummary } from "@/server/api/srs/schema.ts";
+import type { TSrHost, TSrSummary } from "@/server/api/srs/schema.ts";
 import { ActionMenu, type MenuAction } from "./action-menu.tsx";
 import { CapacityBar } from "./capacity-bar.tsx";
 import { CreateSrButton } from "./create-sr-dialog.tsx";
@@ -86,6 +87,23 @@ function SrName({ sr }: { sr: TSrSummary }) {
   );
 }
 
+/** The host an SR is on: its name, its address, and Offline in words when its heartbeat stopped. */
+export function SrHostLabel({ host, className }: { host: TSrHost | null; className?: string }) {
+  if (host === null) return <span className={cn("text-zinc-500 dark:text-zinc-400", className)}>No host</span>;
+  return (
+    <span className={cn("flex min-w-0 flex-col items-start gap-0.5", className)}>
+      {host.name !== "" && host.name !== host.address ? <span className="max-w-full truncate text-zinc-800 dark:text-zinc-200" title={host.name}>{host.name}</span> : null}
+      <span className="font-mono text-xs break-all text-zinc-600 dark:text-zinc-400">{host.address}</span>
+      {!host.live ? (
+        <Badge tone="danger">
+          <span aria-hidden="true" className="mr-1 size-1.5 rounded-full bg-current" />
+          Host offline
+        </Badge>
+      ) : null}
+    </span>
+  );
+}
+
 function SrTable({ srs, actionsFor }: { srs: TSrSummary[]; actionsFor: (sr: TSrSummary) => MenuAction[] }) {
   const head = "px-4 py-2.5 text-left text-xs font-medium tracking-wide text-zinc-500 uppercase dark:text-zinc-400";
   return (
@@ -97,6 +115,7 @@ function SrTable({ srs, actionsFor }: { srs: TSrSummary[]; actionsFor: (sr: TSrS
           <tr>
             <th scope="col" className={head}>Name</th>
             <th scope="col" className={head}>Type</th>
+            <th scope="col" className={`${head} hidden xl:table-cell`}>Host</th>
             <th scope="col" className={head}>Health</th>
             <th scope="col" className={head}>Space</th>
             <th scope="col" className={`${head} text-right`}>Volumes</th>
@@ -108,9 +127,17 @@ function SrTable({ srs, actionsFor }: { srs: TSrSummary[]; actionsFor: (sr: TSrS
             <tr key={sr.ref} className="align-top">
               <th scope="row" className="px-4 py-3 text-left font-normal">
                 <SrName sr={sr} />
+                {/* Below xl the host column would squeeze the names: the host goes under the name instead. */}
+                <p className="mt-1 text-xs text-zinc-600 xl:hidden dark:text-zinc-400">
+                  On host <span className="font-mono">{sr.host?.address ?? "none"}</span>
+                  {sr.host?.live === false ? <span className="font-medium text-red-700 dark:text-red-400"> (offline)</span> : null}
+                </p>
               </th>
               <td className="px-4 py-3">
                 <Badge mono>{sr.type}</Badge>
+              </td>
+              <td className="hidden px-4 py-3 xl:table-cell">
+                <SrHostLabel host={sr.host} />
               </td>
               <td className="px-4 py-3">
                 <HealthWithReason health={sr.health} clamp />
@@ -150,6 +177,10 @@ function SrCard({ sr, actions }: { sr: TSrSummary; actions: ReactNode }) {
         <dd>
           <Badge mono>{sr.type}</Badge>
         </dd>
+        <dt className="text-zinc-500 dark:text-zinc-400">Host</dt>
+        <dd className="min-w-0">
+          <SrHostLabel host={sr.host} />
+        </dd>
         <dt className="text-zinc-500 dark:text-zinc-400">Volumes</dt>
         <dd className="tabular-nums text-zinc-800 dark:text-zinc-200">{sr.volumeCount.toLocaleString("en-US")}</dd>
       </dl>
@@ -163,8 +194,9 @@ function SrColumns() {
     <colgroup>
       <col />
       <col className="w-20" />
-      <col className="w-[22%]" />
-      <col className="w-[20%]" />
+      <col className="hidden w-[14%] xl:table-column" />
+      <col className="w-[22%] xl:w-[20%]" />
+      <col className="w-[20%] xl:w-[18%]" />
       <col className="w-20" />
       <col className="w-28" />
     </colgroup>
@@ -184,8 +216,8 @@ function SrListSkeleton() {
           <SrColumns />
           <thead className="border-b border-zinc-200 dark:border-zinc-800">
             <tr>
-              {["Name", "Type", "Health", "Space", "Volumes", ""].map((label, index) => (
-                <th key={index} className={head}>
+              {["Name", "Type", "Host", "Health", "Space", "Volumes", ""].map((label, index) => (
+                <th key={index} className={cn(head, label === "Host" && "hidden xl:table-cell")}>
                   {label}
                 </th>
               ))}
@@ -200,6 +232,9 @@ function SrListSkeleton() {
                 </td>
                 <td className="px-4 py-3">
                   <Skeleton className="h-5 w-10" />
+                </td>
+                <td className="hidden px-4 py-3 xl:table-cell">
+                  <Skeleton className="h-4 w-20" />
                 </td>
                 <td className="px-4 py-3">
                   <Skeleton className="h-5 w-20" />
