@@ -110,8 +110,14 @@ export class PoolMembership {
   /** Starts beating and watching; `onDead` runs once for each host seen to die, in the transaction that marks it. */
   start(onDead: OnHostDead): void {
     this.#onDead = onDead;
+    let ticking = false;
     const tick = () => {
-      this.#watching = this.#tick().catch((error: unknown) => console.error("pool heartbeat:", error instanceof Error ? error.message : error));
+      // A tick slower than the interval (a loaded database) is not run twice at once.
+      if (ticking) return;
+      ticking = true;
+      this.#watching = this.#tick()
+        .catch((error: unknown) => console.error("pool heartbeat:", error instanceof Error ? error.message : error))
+        .finally(() => (ticking = false));
     };
     tick();
     this.#timer = setInterval(tick, this.#heartbeatMs).unref();
@@ -124,7 +130,15 @@ export class PoolMembership {
     );
     const now = Date.now();
     for (const host of await this.#objects.all("host")) {
-      if (host.ref === this.#self || host.record.live !== true || now - (beats.get(host.ref) ?? -Infinity) <= this.deadAfterMs) continue;
+      if (host.ref === this.#self) {
+        // Taken for dead while it stalled (its tasks were failed, and abort here): it is alive again.
+        if (host.record.live !== true) {
+          await this.#objects.set("host", host.ref, { live: true });
+          console.error("this host was taken for dead by the pool while it stalled: live again");
+        }
+        continue;
+      }
+      if (host.record.live !== true || now - (beats.get(host.ref) ?? -Infinity) <= this.deadAfterMs) continue;
       await this.#db.transaction(async (tx) => {
         // Another host may have seen it first, or it may have come back meanwhile.
         const current = await this.#objects.find("host", host.ref, tx);

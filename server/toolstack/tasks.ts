@@ -16,6 +16,9 @@ const PROGRESS_INTERVAL_MS = 250;
 export const TASK_KIND_KEY = "hangar:kind";
 /** other_config key of a task failed because its host died: that host cleans up after it when it is back. */
 const HOST_DIED_KEY = "hangar:host-died";
+/** Why work running here stops when the pool took this host for dead (a stall) and failed its task. */
+class FailedByPool extends Error {}
+
 /** How often work running here looks for a cancel asked on another host of the pool. */
 const REMOTE_CANCEL_POLL_MS = 500;
 
@@ -92,7 +95,8 @@ export class Tasks {
         if (controller.signal.aborted) throw xenErrors.taskCancelled(ref);
         await this.succeed(ref, result);
       } catch (error) {
-        await (controller.signal.aborted ? this.#finish(ref, "cancelled", "", xenErrors.taskCancelled(ref).description) : this.fail(ref, error));
+        if (controller.signal.reason instanceof FailedByPool) await this.#keepPoolFailure(ref);
+        else await (controller.signal.aborted ? this.#finish(ref, "cancelled", "", xenErrors.taskCancelled(ref).description) : this.fail(ref, error));
       } finally {
         this.#running.delete(ref);
         this.#lastProgress.delete(ref);
@@ -173,13 +177,27 @@ export class Tasks {
     controller?.abort(xenErrors.taskCancelled(ref));
   }
 
-  /** Aborts work running here whose task another host marked `cancelling`. */
+  /**
+   * Aborts work running here whose task another host marked `cancelling`, or failed because it took this
+   * host for dead (it stalled past the heartbeat's limit).
+   */
   async #pollCancels(): Promise<void> {
     for (const [ref, controller] of this.#running) {
       if (controller.signal.aborted) continue;
       const task = await this.#objects.find("task", ref).catch(() => undefined);
       if (task?.record.status === "cancelling") controller.abort(xenErrors.taskCancelled(ref));
+      else if ((task?.record.other_config as Record<string, string> | undefined)?.[HOST_DIED_KEY] === "true") controller.abort(new FailedByPool());
     }
+  }
+
+  /** The work stopped and cleaned up after itself: its failure (the pool's) stands, with nothing left to recover. */
+  async #keepPoolFailure(ref: string): Promise<void> {
+    await this.#objects
+      .update("task", ref, (r) => {
+        const { [HOST_DIED_KEY]: _died, ...other_config } = r.other_config as Record<string, string>;
+        return { ...r, other_config };
+      })
+      .catch(() => undefined);
   }
 
   /** A host of the pool died: its running tasks fail with the reason (in the transaction that marks it dead). */

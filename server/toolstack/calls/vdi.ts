@@ -202,13 +202,16 @@ function checkRemote(remote: string): void {
   }
 }
 
-/** Calls that plug the VDI into the toolstack run on the host whose SR holds it (forwarded from any other). */
+/**
+ * Calls that plug the VDI into the toolstack, or must see whether a task works on it (known to the host that
+ * runs the task), run on the host whose SR holds it: forwarded there from any other.
+ */
 const ON_VDI_HOST: MethodOptions = { runsOn: async (ts, [vdi]) => (await locateVdi(ts, String(vdi))).sr.host };
 
 export const vdiCalls = [
   ...computedGetters("VDI", vdiSource, VDI_FIELDS),
   method("VDI.create", [["args", zRecordArg]], async ({ ts }, args) => (await createVdi(ts, args)).ref),
-  method("VDI.destroy", [["self", zRef]], async ({ ts }, ref) => destroyVdi(ts, ref)),
+  method("VDI.destroy", [["self", zRef]], async ({ ts }, ref) => destroyVdi(ts, ref), ON_VDI_HOST),
   method("VDI.snapshot", [["vdi", zRef], ["driver_params", zStringMap]], ({ ts }, ref) => derive(ts, ref, "snapshot"), { optional: 1 }),
   method("VDI.clone", [["vdi", zRef], ["driver_params", zStringMap]], ({ ts }, ref) => derive(ts, ref, "clone"), { optional: 1 }),
   ...["VDI.resize", "VDI.resize_online"].map((name) =>
@@ -218,7 +221,7 @@ export const vdiCalls = [
         requireIdle(ts, vdi);
         await vdi.sr.plugin.client.call("Volume.resize", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key, new_size: size });
       });
-    }),
+    }, ON_VDI_HOST),
   ),
   method("VDI.copy", [["vdi", zRef], ["sr", zRef]], async ({ ts, task }, ref, srRef) => {
     const [vdi, dest] = await Promise.all([locateVdi(ts, ref), attachedSr(ts, srRef)]);
@@ -252,7 +255,7 @@ export const vdiCalls = [
         requireIdle(ts, vdi);
         await vdi.sr.plugin.client.call(`Volume.${call}`, { dbg: DBG, sr: vdi.sr.uri, key: vdi.key });
       });
-    }),
+    }, ON_VDI_HOST),
   ),
   method("VDI.list_changed_blocks", [["vdi_from", zRef], ["vdi_to", zRef]], async ({ ts }, from, to) => {
     const [a, b] = await Promise.all([locateVdi(ts, from), locateVdi(ts, to)]);
@@ -294,7 +297,7 @@ export const vdiCalls = [
     },
     { optional: 7 },
   ),
-  method("VDI.hangar_revert", [["snapshot", zRef]], async ({ ts }, ref) => revertToSnapshot(ts, ref)),
+  method("VDI.hangar_revert", [["snapshot", zRef]], async ({ ts }, ref) => revertToSnapshot(ts, ref), ON_VDI_HOST),
   method("VDI.hangar_data_copy", [["vdi", zRef], ["remote", zString]], async ({ ts, task }, ref, remote) => {
     checkRemote(remote);
     const vdi = await locateVdi(ts, ref);
