@@ -29,6 +29,8 @@ export interface WatchedSr {
   /** For messages: the SR's name. */
   name: string;
   datasources: () => Promise<string[]>;
+  /** Reads a datasource file by its uid where the SR's host serves it; absent: from the console's metrics dir. */
+  readDatasource?: (uid: string) => Promise<Buffer>;
 }
 
 export interface DatasourceInfo {
@@ -90,19 +92,24 @@ interface SrState {
   busy: Promise<void> | null;
 }
 
-/** `xeno+shm:///<uid>` → the file `<metrics dir>/<uid>`; anything else (or a uid that would leave the dir) is refused. */
-export function datasourceFile(metricsDir: string, uri: string): string {
+/** `xeno+shm:///<uid>` → `<uid>`; anything else (or a uid that would leave a directory) is refused. */
+export function datasourceUid(uri: string): string {
   const match = /^xeno\+shm:\/\/\/([^/]+)$/.exec(uri);
   const uid = match?.[1] === undefined ? undefined : decodeURIComponent(match[1]);
   if (uid === undefined || !/^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(uid)) throw new Error(`unsupported datasource URI ${JSON.stringify(uri)} (only xeno+shm:///<uid>)`);
-  return path.join(metricsDir, uid);
+  return uid;
+}
+
+/** `xeno+shm:///<uid>` → the file `<metrics dir>/<uid>`. */
+export function datasourceFile(metricsDir: string, uri: string): string {
+  return path.join(metricsDir, datasourceUid(uri));
 }
 
 /** Reads one rrdd file; a torn read (the writer rewrites in place) is tried again a few times. */
-async function readFileSettled(file: string): Promise<RrddFile> {
+async function readFileSettled(file: string, read: () => Promise<Buffer>): Promise<RrddFile> {
   for (let attempt = 0; ; attempt += 1) {
     try {
-      return decodeRrdd(await fs.promises.readFile(file), path.basename(file));
+      return decodeRrdd(await read(), path.basename(file));
     } catch (error) {
       if (!(error instanceof RrddFormatError) || attempt >= 3) throw error;
       await sleep(25);
@@ -217,10 +224,15 @@ export class DatasourceSampler {
     const now = this.#options.now();
     try {
       if (state.files === null || now - state.filesAt > this.#options.refreshMs) {
-        state.files = (await state.watched.datasources()).map((uri) => datasourceFile(this.#options.metricsDir, uri));
+        // A remote SR's files are named by their uid (its host reads them), a local one's by their path.
+        const remote = state.watched.readDatasource !== undefined;
+        state.files = (await state.watched.datasources()).map((uri) => (remote ? datasourceUid(uri) : datasourceFile(this.#options.metricsDir, uri)));
         state.filesAt = now;
       }
-      const readings = await Promise.all(state.files.map(async (file) => ({ file, data: await readFileSettled(file) })));
+      const read = state.watched.readDatasource;
+      const readings = await Promise.all(
+        state.files.map(async (file) => ({ file, data: await readFileSettled(file, read === undefined ? () => fs.promises.readFile(file) : () => read(file)) })),
+      );
       state.failingSince = null;
       if (this.#record(state, readings) || state.lastNewData === null) {
         state.lastNewData = now;

@@ -10,6 +10,7 @@ import { listVdiRecords, vdiCalls } from "./calls/vdi.ts";
 import { vifCalls } from "./calls/vif.ts";
 import { vmCalls } from "./calls/vm.ts";
 import { DATA_TASK_KIND, recoverDataTask } from "./data-tasks.ts";
+import { metricsRoute } from "./metrics-service.ts";
 import { pluginServiceRoute } from "./plugin-service.ts";
 import type { Feature, Toolstack } from "./toolstack.ts";
 import { VM_TRANSFER_FEATURE } from "./vm-transfer/routes.ts";
@@ -47,5 +48,5 @@ export const TOOLSTACK_FEATURES: Feature[] = [
   },
   { calls: [...vmCalls, ...vbdCalls, ...vifCalls], start: async (ts) => registerStored(ts, "VM", "VBD", "VIF") },
   VM_TRANSFER_FEATURE,
-  { calls: [], routes: { "/plugins": pluginServiceRoute, "/plugins/*": pluginServiceRoute } },
+  { calls: [], routes: { "/plugins": pluginServiceRoute, "/plugins/*": pluginServiceRoute, "/metrics/*": metricsRoute } },
 ];

@@ -26,7 +26,7 @@ export async function poolEndpoint(ts: Toolstack, host: StoredObject): Promise<P
   return { baseUrl: hostUrl(host), headers: { [POOL_SECRET_HEADER]: await ts.pool.secret() } };
 }
 
-async function admitted(ts: Toolstack, request: IncomingMessage, url: URL): Promise<boolean> {
+export async function admitted(ts: Toolstack, request: IncomingMessage, url: URL): Promise<boolean> {
   const shown = request.headers[POOL_SECRET_HEADER];
   if (typeof shown === "string") {
     const secret = Buffer.from(await ts.pool.secret());

@@ -160,10 +160,12 @@ test("SR calls on the master reach the plugins of the host that attaches the SR"
   const health = await master.call(z.array(z.string()), "SR.get_health", sr);
   assert.equal(health[0], "Healthy");
   await master.call(z.unknown(), "VDI.destroy", vdi);
-  // The plugins of a host are not open to anyone.
-  const refused = await exchange(`${base(B)}/plugins`, "GET");
-  refused.resume();
-  assert.equal(refused.statusCode, 401);
+  // The plugins and datasource files of a host are not open to anyone.
+  for (const path of ["/plugins", "/metrics/sr-datasources"]) {
+    const refused = await exchange(`${base(B)}${path}`, "GET");
+    refused.resume();
+    assert.equal(refused.statusCode, 401, path);
+  }
 });
 
 test("VDI.copy through the master runs on the host of the VDI's SR (forwarded); a copy to another host's SR says where to send it", LIMIT, async () => {

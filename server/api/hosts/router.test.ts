@@ -83,7 +83,7 @@ test("hosts in a pool of two, and the member's SR read through the master", asyn
     await assert.rejects(bare.volumes.list({ srRef: masterSr }), (error: unknown) => error instanceof TRPCError && error.code === "NOT_FOUND" && error.message.includes(empty));
   });
 
-  await t.test("datasources of the member's SR: SR.stat through the member, its files sampled (one metrics dir here)", async () => {
+  await t.test("datasources of the member's SR: SR.stat through the member, its files read from the member (GET /metrics/<uid>)", async () => {
     t.after(() => consoleSampler().stop());
     const series = await caller.datasources.series({ srRef: memberSr, rangeSeconds: 300 });
     assert.equal(series.error, null);
