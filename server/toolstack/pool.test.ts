@@ -104,6 +104,12 @@ async function firstDisk(archive: Buffer): Promise<Buffer> {
   return out;
 }
 
+/** An empty 8 MiB VDI made through the master. */
+function createVdi(sr: string, name: string): Promise<string> {
+  const record = { SR: sr, name_label: name, name_description: "", type: "user", virtual_size: 8 * MiB, sharable: false, read_only: false, other_config: {}, xenstore_data: {}, sm_config: {}, tags: [] };
+  return master.call(z.string(), "VDI.create", record);
+}
+
 const smallDisk = (seed: number): TestDisk => ({ size: 16 * MiB, blocks: new Map([[0, patternBlock(seed)], [7, patternBlock(seed + 1)], [15, patternBlock(seed + 2)]]) });
 
 test("hosts and PBDs: every host registered with its address, live, with its own attached local SR; the first is the master", LIMIT, async () => {
@@ -142,19 +148,7 @@ test("a second master refuses to start while the master lives", LIMIT, async () 
 
 test("SR calls on the master reach the plugins of the host that attaches the SR", LIMIT, async () => {
   const sr = await localSr(B);
-  const vdi = await master.call(z.string(), "VDI.create", {
-    SR: sr,
-    name_label: "made on B through A",
-    name_description: "",
-    type: "user",
-    virtual_size: 8 * MiB,
-    sharable: false,
-    read_only: false,
-    other_config: {},
-    xenstore_data: {},
-    sm_config: {},
-    tags: [],
-  });
+  const vdi = await createVdi(sr, "made on B through A");
   assert.equal(await master.call(z.string(), "VDI.get_name_label", vdi), "made on B through A");
   assert.ok((await master.call(z.array(z.string()), "SR.get_VDIs", sr)).includes(vdi));
   const health = await master.call(z.array(z.string()), "SR.get_health", sr);
@@ -171,19 +165,7 @@ test("SR calls on the master reach the plugins of the host that attaches the SR"
 test("VDI.copy through the master runs on the host of the VDI's SR (forwarded); a copy to another host's SR says where to send it", LIMIT, async () => {
   const srA = await localSr(A);
   const srB = await localSr(B);
-  const vdi = await master.call(z.string(), "VDI.create", {
-    SR: srB,
-    name_label: "copied on B",
-    name_description: "",
-    type: "user",
-    virtual_size: 8 * MiB,
-    sharable: false,
-    read_only: false,
-    other_config: {},
-    xenstore_data: {},
-    sm_config: {},
-    tags: [],
-  });
+  const vdi = await createVdi(srB, "copied on B");
   const copy = await master.call(z.string(), "VDI.copy", vdi, srB);
   assert.equal(await master.call(z.string(), "VDI.get_SR", copy), srB);
   assert.equal(await master.call(z.string(), "VDI.get_name_label", copy), "copied on B");
