@@ -4,12 +4,13 @@
 // cancelled from a third host, a host killed mid-export, and the master restarted under its clients.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { createClient, type Xapi } from "xen-api";
 import { z } from "zod";
@@ -22,6 +23,7 @@ import { XenApiClient, zTaskRecord } from "./xenapi/client.ts";
 import { parseXmlRpcValue } from "./xenapi/xml-rpc.ts";
 
 const run = promisify(execFile);
+const HANGAR = fileURLToPath(new URL("../../bin/hangar", import.meta.url));
 /** Heartbeats 4× a second: a killed host is taken for dead after 1.25 s (a loaded CI machine stalls less). */
 const HEARTBEAT_MS = 250;
 /** No test here may hang the run: each ends in words within this. */
@@ -220,6 +222,24 @@ test("import into host B's SR and export of its VM through the master: 302 to B,
   } finally {
     await xapi.disconnect();
   }
+});
+
+test("Hangar's CLI through the master: vm-import into B's SR and vm-export of that VM follow the redirects", LIMIT, async () => {
+  const srB = await master.call(z.string(), "SR.get_uuid", await localSr(B));
+  const disk = smallDisk(70);
+  const archive = join(work, "cli.xva");
+  await writeFile(archive, await collect(testXva({ name: "via the CLI", disks: [disk] })));
+  const env = { ...process.env, HANGAR_URL: hosts.get(A)!.url, HANGAR_PASSWORD: ROOT_PASSWORD };
+  const imported = await run(HANGAR, ["vm-import", archive, "--sr", srB], { env });
+  const uuid = /^([0-9a-f-]{36}) {2}via the CLI$/m.exec(imported.stdout)?.[1];
+  assert.ok(uuid !== undefined, imported.stdout + imported.stderr);
+  const vm = await master.call(z.string(), "VM.get_by_uuid", uuid);
+  const [vbd] = await master.call(z.array(z.string()), "VM.get_VBDs", vm);
+  const vdi = await master.call(z.string(), "VBD.get_VDI", vbd);
+  assert.equal(await master.call(z.string(), "VDI.get_SR", vdi), await localSr(B));
+  const exported = join(work, "cli-export.xva");
+  await run(HANGAR, ["vm-export", uuid, exported], { env });
+  assert.ok((await firstDisk(await readFile(exported))).equals(diskBytes(disk)));
 });
 
 /** An export through the master of a VM on B, its body left unread (the export stalls on B, mid-disk). */
