@@ -21,7 +21,8 @@ const IMPORTABLE = /\.(xva|xva\.gz|xva\.zst|xva\.zstd|tar|tar\.gz|tgz|tar\.zst)$
 export function ImportDropZone() {
   const trpc = useTRPC();
   const queryClient = useQueryClient();
-  const srs = useQuery(trpc.srs.list.queryOptions(undefined, { refetchInterval: 15_000 }));
+  // The SRs to import into: no volume counts, so polling the list starts no plugin process.
+  const srs = useQuery(trpc.srs.list.queryOptions({ volumeCounts: false }, { refetchInterval: 15_000 }));
   const [chosenSr, setChosenSr] = useState<string | null>(null);
   const [jobs, setJobs] = useState<UploadJob[]>([]);
   const [dragging, setDragging] = useState(false);
@@ -78,7 +79,7 @@ export function ImportDropZone() {
     let target = sr;
     if (target === null && srs.data === undefined) {
       // Dropped before the SRs have loaded: wait for them (the default SR) rather than refuse.
-      const loaded = await queryClient.fetchQuery(trpc.srs.list.queryOptions()).catch(() => undefined);
+      const loaded = await queryClient.fetchQuery(trpc.srs.list.queryOptions({ volumeCounts: false })).catch(() => undefined);
       const usable = (loaded?.srs ?? []).filter((s) => s.contentType !== "iso" && s.attached);
       target = usable.find((s) => s.isDefault)?.ref ?? usable[0]?.ref ?? null;
     }

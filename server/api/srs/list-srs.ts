@@ -7,7 +7,7 @@ import { type PbdRecord, readPool, srHost, summarize, ZPbdRecord, ZSrRecord } fr
 import type { TListSrsResponse } from "./schema.ts";
 import { volumeCount } from "./volume-counts.ts";
 
-export async function listSrs(xapi: XenApiClient, pluginRoot: string): Promise<TListSrsResponse> {
+export async function listSrs(xapi: XenApiClient, pluginRoot: string, options: { volumeCounts: boolean } = { volumeCounts: true }): Promise<TListSrsResponse> {
   const [srs, pbds, hosts, pool] = await Promise.all([xapi.records("SR", ZSrRecord), xapi.records("PBD", ZPbdRecord), poolHosts(xapi), readPool(xapi)]);
   const pbdsBySr = new Map<string, PbdRecord[]>();
   for (const pbd of Object.values(pbds)) pbdsBySr.set(pbd.SR, [...(pbdsBySr.get(pbd.SR) ?? []), pbd]);
@@ -18,7 +18,7 @@ export async function listSrs(xapi: XenApiClient, pluginRoot: string): Promise<T
       const uri = pbds.find((pbd) => pbd.currently_attached)?.other_config["hangar-sr-uri"];
       const host = srHost(pbds, hosts);
       // An offline host's SRs keep the toolstack's count: asking would only wait.
-      if (uri === undefined || host?.live === false) return summary;
+      if (!options.volumeCounts || uri === undefined || host?.live === false) return summary;
       return { ...summary, volumeCount: await volumeCount(hostPlugins(xapi, pluginRoot, host), sr.type, uri, summary.volumeCount) };
     }),
   );

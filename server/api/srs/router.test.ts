@@ -45,6 +45,12 @@ test("srs router", async (t) => {
     assert.ok(sr.allowedOperations.includes("destroy"));
   });
 
+  await t.test("list without volume counts (the import card's picker): the same SRs, the toolstack's counts", async () => {
+    const counted = await caller.srs.list();
+    const light = await caller.srs.list({ volumeCounts: false });
+    assert.deepEqual(light, counted);
+  });
+
   await t.test("types: the file plugin with its configuration keys and features", async () => {
     const { types } = await caller.srs.types();
     const file = types.find((type) => type.type === "file");

@@ -10,6 +10,7 @@ import {
   ZCreateSrResponse,
   ZCreateSrSchema,
   ZForgetSrSchema,
+  ZListSrsSchema,
   ZGetSrResponse,
   ZGetSrSchema,
   ZListSrsResponse,
@@ -22,7 +23,10 @@ import {
 import { attachSr, destroySr, detachSr, forgetSr, setDefaultSr } from "./sr-actions.ts";
 
 export const srsRouter = createTRPCRouter({
-  list: authedProcedure.output(ZListSrsResponse).query(({ ctx }) => listSrs(ctx.xapi, ctx.pluginRoot)),
+  list: authedProcedure
+    .input(ZListSrsSchema)
+    .output(ZListSrsResponse)
+    .query(({ ctx, input }) => listSrs(ctx.xapi, ctx.pluginRoot, { volumeCounts: input?.volumeCounts ?? true })),
   get: authedProcedure
     .input(ZGetSrSchema)
     .output(ZGetSrResponse)

@@ -43,6 +43,12 @@ export const ZSrSummary = z.object({
   allowedOperations: z.array(z.string()),
 });
 
+/**
+ * `volumeCounts: false` leaves each SR's count at the toolstack's (no SR.ls through its plugin): for pickers
+ * that poll, such as the import card, where a plugin process every 15 s would cost more than it shows.
+ */
+export const ZListSrsSchema = z.object({ volumeCounts: z.boolean().default(true) }).optional();
+
 export const ZListSrsResponse = z.object({
   srs: z.array(ZSrSummary),
 });
