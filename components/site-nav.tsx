@@ -1,11 +1,11 @@
 "use client";
 
-import Link from "next/link";
 import { usePathname } from "next/navigation";
 import { useState, type ComponentType, type ComponentProps } from "react";
 import { logOutAction } from "@/app/login/actions.ts";
 import { CloseIcon, DashboardIcon, HostIcon, MenuIcon, PluginIcon, StorageIcon, TasksIcon, VmIcon } from "./nav-icons.tsx";
 import { cn } from "./ui/cn.ts";
+import { IntentLink } from "./ui/intent-link.tsx";
 
 interface NavItem {
   href: string;
@@ -38,7 +38,7 @@ export function SiteNav({ user }: { user: string }) {
     <div className="max-md:contents md:w-60 md:shrink-0 md:border-r md:border-zinc-200 md:bg-white md:dark:border-zinc-800 md:dark:bg-zinc-950">
       <header className="sticky top-0 z-30 border-b border-zinc-200 bg-white/90 backdrop-blur md:h-dvh md:overflow-y-auto md:border-b-0 md:bg-transparent md:backdrop-blur-none dark:border-zinc-800 dark:bg-zinc-950/90 md:dark:bg-transparent">
         <div className="flex h-14 items-center justify-between gap-3 px-4 md:h-16 md:px-5">
-          <Link href="/" className="flex items-center gap-2.5 rounded-md focus-visible:outline-2 focus-visible:outline-offset-4 focus-visible:outline-sky-600">
+          <IntentLink href="/" className="flex items-center gap-2.5 rounded-md focus-visible:outline-2 focus-visible:outline-offset-4 focus-visible:outline-sky-600">
             <span aria-hidden="true" className="grid size-7 place-items-center rounded-md bg-zinc-900 text-xs font-bold text-white dark:bg-white dark:text-zinc-900">
               H
             </span>
@@ -46,7 +46,7 @@ export function SiteNav({ user }: { user: string }) {
               <span className="text-sm font-semibold tracking-tight text-zinc-950 dark:text-white">Hangar</span>
               <span className="mt-1 text-[11px] text-zinc-500 dark:text-zinc-400">SMAPIv3 storage console</span>
             </span>
-          </Link>
+          </IntentLink>
           <button
             type="button"
             className="inline-flex size-9 items-center justify-center rounded-md text-zinc-700 hover:bg-zinc-100 focus-visible:outline-2 focus-visible:outline-sky-600 md:hidden dark:text-zinc-300 dark:hover:bg-zinc-800"
@@ -64,7 +64,7 @@ export function SiteNav({ user }: { user: string }) {
               const current = isCurrent(pathname, href);
               return (
                 <li key={href}>
-                  <Link
+                  <IntentLink
                     href={href}
                     aria-current={current ? "page" : undefined}
                     onClick={() => setOpen(false)}
@@ -78,7 +78,7 @@ export function SiteNav({ user }: { user: string }) {
                   >
                     <ItemIcon className={cn("size-4 shrink-0", current ? "text-zinc-900 dark:text-white" : "text-zinc-400 dark:text-zinc-500")} />
                     {label}
-                  </Link>
+                  </IntentLink>
                 </li>
               );
             })}

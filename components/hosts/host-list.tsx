@@ -1,7 +1,6 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import Link from "next/link";
 import { plural } from "@/components/format.ts";
 import { srHref } from "@/components/storage/sr-list.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
@@ -11,6 +10,7 @@ import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
 import type { THostSr, THostSummary } from "@/server/api/hosts/schema.ts";
 import { hostNote, hostTitle, LiveBadge, RoleBadge } from "./host-status.tsx";
+import { IntentLink } from "@/components/ui/intent-link.tsx";
 
 /** Hosts follow the pool while the page is visible: a heartbeat that stops shows within one refresh. */
 export const HOST_LIST_REFETCH_MS = 5000;
@@ -110,9 +110,9 @@ function HostSrs({ host }: { host: THostSummary }) {
 function HostSrItem({ sr }: { sr: THostSr }) {
   return (
     <li className="flex min-w-0 flex-wrap items-center gap-x-2 gap-y-1">
-      <Link href={srHref(sr)} className={`${linkClasses} text-sm break-words`}>
+      <IntentLink href={srHref(sr)} className={`${linkClasses} text-sm break-words`}>
         {sr.name || sr.uuid}
-      </Link>
+      </IntentLink>
       <Badge mono>{sr.type}</Badge>
       {sr.isDefault ? <Badge tone="info">Default</Badge> : null}
       {!sr.attached ? <Badge>Detached</Badge> : null}

@@ -1,7 +1,6 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import Link from "next/link";
 import type { ReactNode } from "react";
 import { plural } from "@/components/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
@@ -16,6 +15,7 @@ import { CapacityBar } from "./capacity-bar.tsx";
 import { CreateSrButton } from "./create-sr-dialog.tsx";
 import { HealthWithReason } from "./sr-health.tsx";
 import { useSrActions } from "./use-sr-actions.tsx";
+import { IntentLink } from "@/components/ui/intent-link.tsx";
 
 /** The list follows the toolstack while the page is visible (React Query pauses it in a hidden tab). */
 export const SR_LIST_REFETCH_MS = 5000;
@@ -76,9 +76,9 @@ function SrName({ sr }: { sr: TSrSummary }) {
   return (
     <div className="flex min-w-0 flex-col gap-1">
       <div className="flex flex-wrap items-center gap-2">
-        <Link href={srHref(sr)} className={linkClasses}>
+        <IntentLink href={srHref(sr)} className={linkClasses}>
           {sr.name || "(no name)"}
-        </Link>
+        </IntentLink>
         {sr.isDefault ? <Badge tone="info">Default</Badge> : null}
         {!sr.attached ? <Badge tone="neutral">Detached</Badge> : null}
       </div>

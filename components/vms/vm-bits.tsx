@@ -1,7 +1,7 @@
-import Link from "next/link";
 import { formatBytes, plural } from "@/components/format.ts";
 import { Badge, type BadgeTone } from "@/components/ui/badge.tsx";
 import type { TVmDisk } from "@/server/api/vms/schema.ts";
+import { IntentLink } from "@/components/ui/intent-link.tsx";
 
 export const linkClasses =
   "font-medium text-zinc-900 underline-offset-2 hover:underline focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-sky-600 dark:text-zinc-100";
@@ -47,9 +47,9 @@ export function DiskLine({ disk }: { disk: TVmDisk }) {
             {disk.vdi.srUuid === null ? (
               "an SR that cannot be read"
             ) : (
-              <Link href={srHref(disk.vdi.srUuid)} className={linkClasses}>
+              <IntentLink href={srHref(disk.vdi.srUuid)} className={linkClasses}>
                 {disk.vdi.srName || "(no name)"}
-              </Link>
+              </IntentLink>
             )}
           </span>
         </>

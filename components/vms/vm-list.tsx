@@ -1,7 +1,6 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import Link from "next/link";
 import { formatBytes, plural } from "@/components/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Panel } from "@/components/ui/panel.tsx";
@@ -9,6 +8,7 @@ import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
 import type { TVmSummary } from "@/server/api/vms/schema.ts";
 import { DiskLine, diskTotals, linkClasses, PowerBadge, vmHref } from "./vm-bits.tsx";
+import { IntentLink } from "@/components/ui/intent-link.tsx";
 
 /** The VMs page body: every VM the toolstack knows, refreshed every 5 s while the page is visible. */
 export function VmList() {
@@ -48,9 +48,9 @@ function VmRow({ vm }: { vm: TVmSummary }) {
     <li className="flex flex-col gap-2 px-4 py-3 sm:px-5">
       <div className="flex flex-wrap items-center justify-between gap-2">
         <div className="flex min-w-0 flex-wrap items-center gap-2">
-          <Link href={vmHref(vm.ref)} className={linkClasses}>
+          <IntentLink href={vmHref(vm.ref)} className={linkClasses}>
             {vm.name || "(no name)"}
-          </Link>
+          </IntentLink>
           <PowerBadge state={vm.powerState} />
         </div>
         <p className="text-sm text-zinc-600 tabular-nums dark:text-zinc-400">
