@@ -260,7 +260,7 @@ export async function benchUploadImport(service: BenchService, site: ConsoleServ
         ratio: null,
         target: `< ${RSS_TARGET_MIB} MiB`,
         met: peakRss < RSS_TARGET_MIB * MiB,
-        note: `next start and its children (its plugin execs too, e.g. the VMs page's SR list, refetched every 15 s: a Plugin.query per plugin and an SR.ls), sampled every 100 ms (the peak: ${peakWhen}); Chromium's tree (RSS summed over its processes) peaked at ${(peakBrowserRss / MiB).toFixed(0)} MiB: Playwright hands it the file's path, the file is not held in memory`,
+        note: `next start and its children (any plugin exec the console runs meanwhile would count), sampled every 100 ms (the peak: ${peakWhen}); Chromium's tree (RSS summed over its processes) peaked at ${(peakBrowserRss / MiB).toFixed(0)} MiB: Playwright hands it the file's path, the file is not held in memory`,
       },
     ];
   } finally {
