@@ -120,14 +120,20 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
       await db.close();
     },
   };
-  for (const feature of features) await feature.start?.(ts);
-  await ts.tasks.recover();
+  // Beating from the moment the host has joined: attaching its SRs may take longer than the pool waits for a beat.
   pool.start((dead, tx) => ts.tasks.failResidentOn(dead, tx));
   const housekeeping = async () => {
     await ts.tasks.collect();
     await ts.sessions.expire();
   };
-  await housekeeping();
+  try {
+    for (const feature of features) await feature.start?.(ts);
+    await ts.tasks.recover();
+    await housekeeping();
+  } catch (error) {
+    await ts.close();
+    throw error;
+  }
   timers.push(setInterval(() => void housekeeping().catch((error: unknown) => console.error("housekeeping:", error)), HOUSEKEEPING_MS).unref());
   return ts;
 }
