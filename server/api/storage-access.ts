@@ -9,6 +9,7 @@ import type { MethodName, Params, Result } from "../storage/interface.ts";
 import { fetchPoolRegistry } from "../storage/pool-registry.ts";
 import { type PluginKind, type PluginRegistry, type RegisteredPlugin, scanPluginRoot } from "../storage/registry.ts";
 import { toolstackUrl } from "../config.ts";
+import { hostUrl } from "../toolstack/hosts.ts";
 import type { XenApiClient } from "../toolstack/xenapi/client.ts";
 import { toTRPCError } from "./storage-error.ts";
 
@@ -93,9 +94,6 @@ export const ZHostRecord = z.looseObject({
 });
 export type HostRecord = z.infer<typeof ZHostRecord>;
 
-/** host other_config key of the HTTP port a host serves on (server/toolstack/hosts.ts). */
-const HTTP_PORT_KEY = "hangar-http-port";
-
 export interface PoolHost {
   ref: string;
   name: string;
@@ -106,9 +104,7 @@ export interface PoolHost {
 }
 
 export function poolHost(ref: string, record: HostRecord): PoolHost {
-  const port = record.other_config[HTTP_PORT_KEY];
-  const host = record.address.includes(":") ? `[${record.address}]` : record.address;
-  return { ref, name: record.name_label, address: record.address, live: record.live, url: `http://${host}${port === undefined ? "" : `:${port}`}` };
+  return { ref, name: record.name_label, address: record.address, live: record.live, url: hostUrl(record) };
 }
 
 /** "host (address)", as messages name a host. */

@@ -15,7 +15,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type DatasourceMeta, decodeRrdd, RrddFormatError, type RrddFile } from "../storage/rrdd.ts";
+import { type DatasourceMeta, decodeRrdd, isDatasourceUid, RrddFormatError, type RrddFile } from "../storage/rrdd.ts";
 import { Ring } from "./ring.ts";
 
 export const SAMPLE_INTERVAL_MS = 5000;
@@ -96,7 +96,7 @@ interface SrState {
 export function datasourceUid(uri: string): string {
   const match = /^xeno\+shm:\/\/\/([^/]+)$/.exec(uri);
   const uid = match?.[1] === undefined ? undefined : decodeURIComponent(match[1]);
-  if (uid === undefined || !/^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(uid)) throw new Error(`unsupported datasource URI ${JSON.stringify(uri)} (only xeno+shm:///<uid>)`);
+  if (uid === undefined || !isDatasourceUid(uid)) throw new Error(`unsupported datasource URI ${JSON.stringify(uri)} (only xeno+shm:///<uid>)`);
   return uid;
 }
 

@@ -152,6 +152,11 @@ async function register(candidate: Candidate, options: ScanOptions): Promise<Reg
   return { ...candidate, type, query, declaredFeatures, derivedFeatures, features, client, warnings };
 }
 
+/** The volume plugin serving SRs of `type` (its SR type, in any case). */
+export function volumePluginOfType(registry: PluginRegistry, type: string): RegisteredPlugin | undefined {
+  return registry.plugins.find((p) => p.kind === "volume" && p.type === type.toLowerCase());
+}
+
 /** A feature without its optional `/N` version suffix (`VDI_RESET_ON_BOOT/2` → `VDI_RESET_ON_BOOT`). */
 export function featureName(feature: string): string {
   return feature.replace(/\/\d+$/, "");

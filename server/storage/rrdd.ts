@@ -46,6 +46,11 @@ export interface RrddDatasource {
 }
 
 /** A file that is not (or not yet, or no longer wholly) an rrdd v2 file: torn by a rewrite, or foreign. */
+/** A datasource uid (`xeno+shm:///<uid>`) that names a file in a metrics dir and can never leave it. */
+export function isDatasourceUid(uid: string): boolean {
+  return /^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(uid);
+}
+
 export class RrddFormatError extends Error {
   override name = "RrddFormatError";
 }

@@ -14,7 +14,7 @@ const TASK_POLL_MS = 200;
 export async function forwardCall(ts: Toolstack, hostRef: string, name: string, params: readonly unknown[], asyncCall: boolean): Promise<XenValue> {
   const host = await ts.objects.get("host", hostRef);
   if (!(await ts.pool.isLive(hostRef))) throw hostErrors.hostOffline(host);
-  const task = String(await jsonRpcCall(`${hostUrl(host)}/`, `Async.${name}`, params));
+  const task = String(await jsonRpcCall(`${hostUrl(host.record)}/`, `Async.${name}`, params));
   if (asyncCall) return task;
   for (;;) {
     const { record } = await ts.objects.get("task", task);

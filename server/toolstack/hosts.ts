@@ -7,7 +7,7 @@ import { hostname } from "node:os";
 import type { Database, Queryable } from "./db/database.ts";
 import type { ObjectStore, StoredObject } from "./objects.ts";
 import { XenApiError } from "./xenapi/errors.ts";
-import { NULL_REF, type XenRecord } from "./xenapi/values.ts";
+import { NULL_REF, type XenRecord, type XenValue } from "./xenapi/values.ts";
 
 /** A host is taken for dead once its heartbeat is this many intervals old. */
 const DEAD_AFTER_BEATS = 5;
@@ -184,10 +184,10 @@ export class PoolMembership {
   }
 }
 
-/** The base URL of a host's service (`http://address:port`), from its record. */
-export function hostUrl(host: StoredObject, scheme: "http" | "https" = "http"): string {
-  const address = String(host.record.address);
-  const port = (host.record.other_config as Record<string, string> | undefined)?.[scheme === "http" ? HTTP_PORT_KEY : HTTPS_PORT_KEY];
+/** The base URL of a host's service (`http://address:port`), from its record (the toolstack's, or a client's copy). */
+export function hostUrl(record: { address?: XenValue; other_config?: XenValue }, scheme: "http" | "https" = "http"): string {
+  const address = String(record.address);
+  const port = (record.other_config as Record<string, string> | undefined)?.[scheme === "http" ? HTTP_PORT_KEY : HTTPS_PORT_KEY];
   return `${scheme}://${address.includes(":") ? `[${address}]` : address}${port === undefined ? "" : `:${port}`}`;
 }
 

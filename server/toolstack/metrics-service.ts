@@ -4,6 +4,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { metricsDir } from "../config.ts";
+import { isDatasourceUid } from "../storage/rrdd.ts";
 import { type Route, send } from "./http.ts";
 import { admitted } from "./plugin-service.ts";
 
@@ -12,7 +13,7 @@ export const metricsRoute: Route = async (ts, request, response, url) => {
   if (!(await admitted(ts, request, url))) return send(response, 401, "text/plain", "the datasources of a pool host need the pool's secret or a session (session_id)\n");
   const [, , uid, ...rest] = url.pathname.split("/");
   const name = decodeURIComponent(uid ?? "");
-  if (request.method !== "GET" || rest.length > 0 || !/^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(name)) {
+  if (request.method !== "GET" || rest.length > 0 || !isDatasourceUid(name)) {
     return send(response, 404, "text/plain", "GET /metrics/<uid> answers the datasource file xeno+shm:///<uid>\n");
   }
   let bytes: Buffer;

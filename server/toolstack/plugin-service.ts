@@ -23,7 +23,7 @@ const ZCall = z.object({ method: z.enum(METHOD_NAMES as [MethodName, ...MethodNa
 
 /** How this host reaches the toolstack of another host of the pool (to call its plugins). */
 export async function poolEndpoint(ts: Toolstack, host: StoredObject): Promise<PoolHostEndpoint> {
-  return { baseUrl: hostUrl(host), headers: { [POOL_SECRET_HEADER]: await ts.pool.secret() } };
+  return { baseUrl: hostUrl(host.record), headers: { [POOL_SECRET_HEADER]: await ts.pool.secret() } };
 }
 
 export async function admitted(ts: Toolstack, request: IncomingMessage, url: URL): Promise<boolean> {

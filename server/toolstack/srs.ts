@@ -3,7 +3,7 @@
 // and the `sr` URI SR.attach answered (other_config[SR_URI_KEY]). Space and health come from SR.stat, cached
 // briefly so a listing of many SRs is one parallel round of calls, never a stored copy.
 import { fetchPoolRegistry } from "../storage/pool-registry.ts";
-import { featureName, type PluginRegistry, type RegisteredPlugin } from "../storage/registry.ts";
+import { featureName, type PluginRegistry, type RegisteredPlugin, volumePluginOfType } from "../storage/registry.ts";
 import type { SrStat } from "../storage/types.ts";
 import { hostErrors } from "./hosts.ts";
 import type { StoredObject } from "./objects.ts";
@@ -41,11 +41,6 @@ export function hasFeature(plugin: RegisteredPlugin, feature: string): boolean {
   return plugin.features.some((f) => featureName(f) === feature);
 }
 
-/** This host's PBD of an SR, if it has one. */
-export async function pbdOf(ts: Toolstack, srRef: string): Promise<StoredObject | undefined> {
-  return (await ts.objects.all("PBD")).find((pbd) => pbd.record.SR === srRef && pbd.record.host === ts.host.ref);
-}
-
 const poolRegistries = new WeakMap<Toolstack, Map<string, { at: number; registry: Promise<PluginRegistry> }>>();
 
 /** Another host's plugin registry, reached through its toolstack; HOST_OFFLINE when it is dead. */
@@ -65,7 +60,7 @@ async function poolRegistry(ts: Toolstack, hostRef: string): Promise<PluginRegis
 /** The volume plugin for SRs of `type` on a host of the pool: this host's own, or another's through its toolstack. */
 export async function volumePluginOn(ts: Toolstack, hostRef: string, type: string): Promise<RegisteredPlugin> {
   if (hostRef === ts.host.ref) return ts.storage.volumePlugin(type);
-  const plugin = (await poolRegistry(ts, hostRef)).plugins.find((p) => p.kind === "volume" && p.type === type.toLowerCase());
+  const plugin = volumePluginOfType(await poolRegistry(ts, hostRef), type);
   if (plugin === undefined) throw xenErrors.srUnknownDriver(type);
   return plugin;
 }

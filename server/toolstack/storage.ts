@@ -1,7 +1,7 @@
 // How the toolstack reaches plugins: the registry of the plugin root (scanned at start, again on demand),
 // the volume plugin of an SR type and the datapath plugin for a volume's URIs, exactly as a host's
 // toolstack calls them (compat-notes §1).
-import { chooseDatapath, defaultPluginRoot, type PluginRegistry, type RegisteredPlugin, type ScanOptions, scanPluginRoot } from "../storage/registry.ts";
+import { chooseDatapath, defaultPluginRoot, type PluginRegistry, type RegisteredPlugin, type ScanOptions, scanPluginRoot, volumePluginOfType } from "../storage/registry.ts";
 import { xenErrors } from "./xenapi/errors.ts";
 
 export class Storage {
@@ -28,8 +28,7 @@ export class Storage {
 
   /** The volume plugin serving SRs of `type`, or SR_UNKNOWN_DRIVER. */
   async volumePlugin(type: string): Promise<RegisteredPlugin> {
-    const find = (registry: PluginRegistry) => registry.plugins.find((p) => p.kind === "volume" && p.type === type.toLowerCase());
-    const plugin = find(await this.registry()) ?? find(await this.rescan());
+    const plugin = volumePluginOfType(await this.registry(), type) ?? volumePluginOfType(await this.rescan(), type);
     if (plugin === undefined) throw xenErrors.srUnknownDriver(type);
     return plugin;
   }

@@ -16,6 +16,17 @@ const PROGRESS_INTERVAL_MS = 250;
 export const TASK_KIND_KEY = "hangar:kind";
 /** other_config key of a task failed because its host died: that host cleans up after it when it is back. */
 const HOST_DIED_KEY = "hangar:host-died";
+/** Whether the pool failed the task because its host died (and that host has not yet cleaned up after it). */
+function failedWithItsHost(record: XenRecord): boolean {
+  return (record.other_config as Record<string, string> | undefined)?.[HOST_DIED_KEY] === "true";
+}
+
+/** A task's other_config once its host has cleaned up after it. */
+function cleanedUp(record: XenRecord): Record<string, string> {
+  const { [HOST_DIED_KEY]: _died, ...other_config } = record.other_config as Record<string, string>;
+  return other_config;
+}
+
 /** Why work running here stops when the pool took this host for dead (a stall) and failed its task. */
 class FailedByPool extends Error {}
 
@@ -186,18 +197,13 @@ export class Tasks {
       if (controller.signal.aborted) continue;
       const task = await this.#objects.find("task", ref).catch(() => undefined);
       if (task?.record.status === "cancelling") controller.abort(xenErrors.taskCancelled(ref));
-      else if ((task?.record.other_config as Record<string, string> | undefined)?.[HOST_DIED_KEY] === "true") controller.abort(new FailedByPool());
+      else if (task !== undefined && failedWithItsHost(task.record)) controller.abort(new FailedByPool());
     }
   }
 
   /** The work stopped and cleaned up after itself: its failure (the pool's) stands, with nothing left to recover. */
   async #keepPoolFailure(ref: string): Promise<void> {
-    await this.#objects
-      .update("task", ref, (r) => {
-        const { [HOST_DIED_KEY]: _died, ...other_config } = r.other_config as Record<string, string>;
-        return { ...r, other_config };
-      })
-      .catch(() => undefined);
+    await this.#objects.update("task", ref, (r) => ({ ...r, other_config: cleanedUp(r) })).catch(() => undefined);
   }
 
   /** A host of the pool died: its running tasks fail with the reason (in the transaction that marks it dead). */
@@ -231,7 +237,7 @@ export class Tasks {
   async recover(): Promise<void> {
     for (const { ref, record } of await this.#objects.all("task")) {
       if (record.resident_on !== this.#hostRef || this.#running.has(ref)) continue;
-      if ((record.other_config as Record<string, string> | undefined)?.[HOST_DIED_KEY] === "true") {
+      if (failedWithItsHost(record)) {
         await this.#cleanUpAfterDeath(ref, record);
         continue;
       }
@@ -248,7 +254,7 @@ export class Tasks {
   }
 
   async #cleanUpAfterDeath(ref: string, record: XenRecord): Promise<void> {
-    const { [HOST_DIED_KEY]: _died, ...other_config } = record.other_config as Record<string, string>;
+    const other_config = cleanedUp(record);
     const kind = other_config[TASK_KIND_KEY];
     const recovery = kind === undefined ? undefined : this.#recoveries.get(kind);
     if (recovery !== undefined) {

@@ -10,7 +10,7 @@ import { defaultSr } from "../calls/pool.ts";
 import { hostErrors, hostUrl } from "../hosts.ts";
 import { expectsContinue, type Route } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
-import { attachedSr, pbdOf } from "../srs.ts";
+import { attachedSr } from "../srs.ts";
 import { findVdiLocation } from "../vdi-records.ts";
 import type { Feature, Toolstack } from "../toolstack.ts";
 import { toXenApiError, XenApiError } from "../xenapi/errors.ts";
@@ -65,9 +65,11 @@ async function checked<T>(work: Promise<T>): Promise<T> {
  * them), or undefined when this host can serve it. A dead host is refused in words (503, HOST_OFFLINE).
  */
 async function elsewhere(ts: Toolstack, srRefs: readonly string[]): Promise<StoredObject | undefined> {
+  const attached = (await ts.objects.all("PBD")).filter((pbd) => pbd.record.currently_attached === true);
   for (const sr of new Set(srRefs)) {
-    if ((await pbdOf(ts, sr))?.record.currently_attached === true) continue;
-    const pbd = (await ts.objects.all("PBD")).find((p) => p.record.SR === sr && p.record.currently_attached === true && p.record.host !== ts.host.ref);
+    const pbds = attached.filter((pbd) => pbd.record.SR === sr);
+    if (pbds.some((pbd) => pbd.record.host === ts.host.ref)) continue;
+    const pbd = pbds[0];
     const host = pbd === undefined ? undefined : await ts.objects.find("host", String(pbd.record.host));
     if (host === undefined) continue;
     if (!(await ts.pool.isLive(host.ref))) throw refuse(503, hostErrors.hostOffline(host));
@@ -78,7 +80,7 @@ async function elsewhere(ts: Toolstack, srRefs: readonly string[]): Promise<Stor
 
 /** 302 to the same path and query on another host (compat-notes §3), on the port that host serves that scheme on. */
 function redirect(request: IncomingMessage, response: ServerResponse, url: URL, host: StoredObject): void {
-  const location = `${hostUrl(host, "encrypted" in request.socket ? "https" : "http")}${url.pathname}${url.search}`;
+  const location = `${hostUrl(host.record, "encrypted" in request.socket ? "https" : "http")}${url.pathname}${url.search}`;
   response.writeHead(302, { location, "content-length": 0 });
   response.end();
 }
