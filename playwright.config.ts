@@ -53,14 +53,14 @@ export default defineConfig({
       env: { HANGAR_PLUGIN_ROOT: "", HANGAR_DATA_DIR: dataDir, HANGAR_ROOT_PASSWORD: E2E_PASSWORD, PATH },
     },
     {
-      command: `node_modules/.bin/next start -H 127.0.0.1 -p ${port}`,
+      command: `bin/hangar-console -H 127.0.0.1 -p ${port}`,
       url: `http://127.0.0.1:${port}/login`,
       reuseExistingServer: false,
       timeout: 60_000,
       env: { HANGAR_PLUGIN_ROOT: "", HANGAR_DATA_DIR: dataDir, HANGAR_TOOLSTACK_URL: toolstackUrl, PATH },
     },
     {
-      command: `node_modules/.bin/next start -H 127.0.0.1 -p ${fixtureRootPort}`,
+      command: `bin/hangar-console -H 127.0.0.1 -p ${fixtureRootPort}`,
       url: `http://127.0.0.1:${fixtureRootPort}/login`,
       reuseExistingServer: false,
       timeout: 60_000,

@@ -38,7 +38,7 @@ async function startConsole(logName: string): Promise<void> {
     PATH: `${join(repo, "node_modules/.bin")}:${process.env.PATH ?? ""}`,
   };
   // Its own process group, so that stopping it stops whatever it started too.
-  const child = spawn(join(repo, "node_modules/.bin/next"), ["start", "-H", "127.0.0.1", "-p", String(port)], { cwd: repo, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(join(repo, "bin/hangar-console"), ["-H", "127.0.0.1", "-p", String(port)], { cwd: repo, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   consoleProcess = child;
   const log = createWriteStream(test.info().outputPath(logName));
   child.stdout!.pipe(log);

@@ -1,4 +1,4 @@
-// `npm start` after the build: the toolstack (`hangar serve`) and the console (`next start`) side by side,
+// `npm start` after the build: the toolstack (`hangar serve`) and the console (`hangar-console`: `next start`) side by side,
 // their output prefixed. Ctrl-C or SIGTERM stops both; if either ends, the other is stopped too, and the
 // exit code says which failed.
 import { type ChildProcess, spawn } from "node:child_process";
@@ -8,7 +8,7 @@ import { join } from "node:path";
 const root = join(import.meta.dirname, "..");
 const processes: Array<{ name: string; child: ChildProcess }> = [
   { name: "toolstack", child: spawn(join(root, "bin", "hangar"), ["serve"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }) },
-  { name: "console", child: spawn(join(root, "node_modules", ".bin", "next"), ["start"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }) },
+  { name: "console", child: spawn(join(root, "bin", "hangar-console"), [], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }) },
 ];
 
 for (const { name, child } of processes) {

@@ -1,4 +1,4 @@
-// The console as the bench runs it: the production build (`next start`) in a process of its own, on the
+// The console as the bench runs it: the production build (`bin/hangar-console`: `next start`) in a process of its own, on the
 // bench's toolstack, and a session cookie minted by the console's own login code with the console's secret.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -35,7 +35,7 @@ export async function startConsole(toolstackUrl: string): Promise<ConsoleService
     process.stderr.write(`  built in ${build.seconds.toFixed(0)} s\n`);
   }
   const port = await freePort();
-  const child = spawn(join(bin, "next"), ["start", "-H", "127.0.0.1", "-p", String(port)], { cwd: repo, env, stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(join(repo, "bin", "hangar-console"), ["-H", "127.0.0.1", "-p", String(port)], { cwd: repo, env, stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   child.stderr.setEncoding("utf8").on("data", (text: string) => (stderr = (stderr + text).slice(-4000)));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

@@ -15,21 +15,21 @@ process.on("exit", () => rmSync(spoolDir, { recursive: true, force: true }));
 
 const { MEMBER_ADDRESS, startTestPool } = await import("../api/pool-testing.ts");
 const { collect, diskBytes, http, MiB, patternBlock, readVdi, testXva } = await import("../toolstack/vm-transfer/testing.ts");
-const { handleUpload } = await import("./upload/tus.ts");
+const { serveUploads } = await import("./upload/testing.ts");
 const { readState } = await import("./upload/state.ts");
 const { cancelPipeline, findImportHost } = await import("./upload/pipeline.ts");
 const { serveDownloads } = await import("./download/testing.ts");
 // The spools stay in this test's dir (the pool's master points HANGAR_DATA_DIR at its own).
 (await import("./upload/state.ts")).uploadSpoolDir();
 
-const BASE = "http://console.test/api/upload";
+const { url: BASE } = await serveUploads();
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
 function tusRequest(method: string, url: string, headers: Headers, extra: Record<string, string>, body?: Buffer): Promise<Response> {
   const h = new Headers(headers);
   h.set("tus-resumable", "1.0.0");
   for (const [k, v] of Object.entries(extra)) h.set(k, v);
-  return handleUpload(new Request(url, { method, headers: h, body: body === undefined ? undefined : new Uint8Array(body) }));
+  return fetch(url, { method, headers: h, body: body === undefined ? undefined : new Uint8Array(body) });
 }
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 60_000): Promise<T> {

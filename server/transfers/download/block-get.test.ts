@@ -7,7 +7,8 @@ import { createServer as createHttpServer } from "node:http";
 import { createServer, type Socket } from "node:net";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type BlockAnswer, BlockPool, getIntoBlocks } from "./block-get.ts";
+import { BlockPool } from "../block-spool.ts";
+import { type BlockAnswer, getIntoBlocks } from "./block-get.ts";
 
 /** A server that answers each connection with `write(socket)` once the request head has arrived. */
 async function rawServer(write: (socket: Socket) => Promise<void>): Promise<{ url: URL; close: () => void }> {

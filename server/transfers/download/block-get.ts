@@ -7,53 +7,7 @@
 // into caller-owned memory.
 import { connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
-
-/** A piece of the body: `buffer[0, length)`; `start` is its offset in the body. */
-export interface Block {
-  readonly buffer: Buffer;
-  length: number;
-  start: number;
-}
-
-const WASM_PAGE = 64 * 1024;
-
-/**
- * A fixed set of blocks. Given-back blocks are reused oldest first, so the most recent stay readable (see
- * `find`) for as long as possible. The blocks lie in one WebAssembly memory, whose start is page-aligned (a
- * Node Buffer's is not): blocks of a multiple of 4 KiB can then be written with O_DIRECT.
- */
-export class BlockPool {
-  private readonly free: Block[];
-  private readonly all: Block[];
-  private waiter: (() => void) | undefined;
-  constructor(count: number, size: number) {
-    const memory = new WebAssembly.Memory({ initial: Math.ceil((count * size) / WASM_PAGE) });
-    this.all = Array.from({ length: count }, (_, index) => ({ buffer: Buffer.from(memory.buffer, index * size, size), length: 0, start: -1 }));
-    this.free = [...this.all];
-  }
-  take(): Block | undefined {
-    const block = this.free.shift();
-    if (block !== undefined) {
-      block.length = 0;
-      block.start = -1;
-    }
-    return block;
-  }
-  give(block: Block): void {
-    this.free.push(block);
-    const waiter = this.waiter;
-    this.waiter = undefined;
-    waiter?.();
-  }
-  /** Calls `listener` once the next block is given back. */
-  onGive(listener: () => void): void {
-    this.waiter = listener;
-  }
-  /** The block holding body offset `position`, while it has not been reused. */
-  find(position: number): Block | undefined {
-    return this.all.find((block) => block.start >= 0 && position >= block.start && position < block.start + block.length);
-  }
-}
+import type { Block, BlockPool } from "../block-spool.ts";
 
 export interface BlockAnswer {
   status: number;

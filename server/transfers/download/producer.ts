@@ -5,11 +5,12 @@
 // export is continued from the spool's length with the toolstack's `offset` + `etag` (the same bytes).
 // Jobs are kept on globalThis: Next may load this module more than once (route bundles, hot reload).
 import { EventEmitter } from "node:events";
-import { constants, type FileHandle, open, truncate } from "node:fs/promises";
+import { truncate } from "node:fs/promises";
 import { toolstackUrl } from "../../config.ts";
 import { describeXenApiError } from "../../api/xenapi-error.ts";
 import { transferMinFreeBytes } from "../settings.ts";
-import { type BlockAnswer, BlockPool, getIntoBlocks } from "./block-get.ts";
+import { BlockPool, SpoolWriter } from "../block-spool.ts";
+import { type BlockAnswer, getIntoBlocks } from "./block-get.ts";
 import { archivePath, type Compression, freeBytes, readMeta, removeSpool, type SpoolMeta, spoolId, sweepSpools, writeMeta } from "./spool.ts";
 
 /** A refusal or failure to answer with: its HTTP status and a sentence; `code` is the toolstack's XenAPI code. */
@@ -25,15 +26,6 @@ export class DownloadError extends Error {
 
 /** A disk-space check every this many bytes written. */
 const SPACE_CHECK_BYTES = 256 * 1024 * 1024;
-/**
- * Whole blocks are written to the spool with O_DIRECT (aligned to this): copying the bytes into the page cache
- * cost this VM 2.7 s of kernel time per GiB (each new page faulted in from the host), O_DIRECT 0.06 s; and an
- * export of hundreds of GiB does not push the SR's VM disks out of the cache. Writes that cannot be direct (the
- * last block, a spool continued at an odd length, a filesystem without O_DIRECT) are buffered, flushed every
- * WRITE_BEHIND_BYTES so that no pile of dirty pages builds up and the kernel throttles every writer.
- */
-const DIRECT_ALIGN = 4096;
-const WRITE_BEHIND_BYTES = 64 * 1024 * 1024;
 /** Below this much free space an export stops rather than fill the disk. */
 const HARD_FLOOR_BYTES = 64 * 1024 * 1024;
 
@@ -307,25 +299,13 @@ export async function continueExport(session: string, meta: SpoolMeta, from: num
   return run(meta, response, pool, from, response.header("task-id") ?? undefined);
 }
 
-/** The spool's archive, open for writing: with O_DIRECT too where the filesystem has it. */
-interface SpoolFile {
-  buffered: FileHandle;
-  direct: FileHandle | undefined;
-}
-
-async function openSpool(path: string, fresh: boolean): Promise<SpoolFile> {
-  const buffered = await open(path, fresh ? "w" : "r+");
-  const direct = await open(path, constants.O_WRONLY | constants.O_DIRECT).catch(() => undefined);
-  return { buffered, direct };
-}
-
 const ok = (response: BlockAnswer) => response.status >= 200 && response.status < 300;
 
 async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from: number, task: string | undefined): Promise<ExportJob> {
   // The archive exists before the job is seen: a reader opening it at once must not find it missing.
-  let spool: SpoolFile;
+  let spool: SpoolWriter;
   try {
-    spool = await openSpool(archivePath(meta.id), from === 0);
+    spool = await SpoolWriter.open(archivePath(meta.id), from, { fresh: from === 0 });
   } catch (error) {
     response.cancel();
     throw new DownloadError(500, `The export's spool cannot be written (${(error as Error).message}).`);
@@ -334,43 +314,11 @@ async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from
   registry.jobs.set(meta.id, job);
   void (async () => {
     try {
-      let position = from;
       let nextCheck = from + SPACE_CHECK_BYTES;
-      let dirty = 0;
-      let syncing: Promise<void> | undefined;
       const write = async (chunks: Buffer[]) => {
-        let pending = chunks;
-        let left = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
-        let direct = spool.direct !== undefined && position % DIRECT_ALIGN === 0 && chunks.every((chunk) => chunk.length % DIRECT_ALIGN === 0 && chunk.byteOffset % DIRECT_ALIGN === 0);
-        // One pwritev for all of them, no copy into one buffer; the rest of a short write goes again, buffered.
-        while (left > 0) {
-          let bytesWritten: number;
-          try {
-            ({ bytesWritten } = await (direct ? spool.direct! : spool.buffered).writev(pending, position));
-          } catch (error) {
-            if (!direct || (error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
-            // This filesystem takes O_DIRECT opens but not such writes: buffered from now on.
-            await spool.direct?.close().catch(() => undefined);
-            spool.direct = undefined;
-            direct = false;
-            continue;
-          }
-          if (!direct) dirty += bytesWritten;
-          position += bytesWritten;
-          left -= bytesWritten;
-          if (left > 0) {
-            pending = [Buffer.concat(pending).subarray(bytesWritten)];
-            direct = false;
-          }
-        }
+        await spool.write(chunks);
+        const position = spool.position;
         job.advance(position);
-        if (syncing === undefined && dirty >= WRITE_BEHIND_BYTES) {
-          dirty = 0;
-          syncing = spool.buffered
-            .datasync()
-            .catch(() => undefined)
-            .finally(() => (syncing = undefined));
-        }
         if (position >= nextCheck) {
           nextCheck = position + SPACE_CHECK_BYTES;
           if ((await freeBytes()) < HARD_FLOOR_BYTES) {
@@ -383,11 +331,11 @@ async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from
       for await (const batch of response.batches()) {
         await write(batch.map((block) => block.buffer.subarray(0, block.length)));
         // Downloads keeping up copy these blocks from memory: they are reused once those have them.
-        await job.readersPast(position);
+        await job.readersPast(spool.position);
         for (const block of batch) pool.give(block);
       }
-      await syncing;
-      await writeMeta({ ...((await readMeta(meta.id)) ?? meta), size: position });
+      await spool.settle();
+      await writeMeta({ ...((await readMeta(meta.id)) ?? meta), size: spool.position });
       job.finish();
     } catch (error) {
       const failure =
@@ -398,8 +346,7 @@ async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from
             : new DownloadError(502, `The export stopped before its end (${(error as Error).message}); download it again to continue it.`);
       job.finish(failure);
     } finally {
-      await spool.direct?.close().catch(() => undefined);
-      await spool.buffered.close().catch(() => undefined);
+      await spool.close();
       if (registry.jobs.get(meta.id) === job) registry.jobs.delete(meta.id);
     }
   })();

@@ -4,12 +4,15 @@
 import { stat, statfs } from "node:fs/promises";
 import { formatBytes } from "../../../components/format.ts";
 import { FileStore } from "@tus/file-store";
-import { EVENTS, Server, type Upload } from "@tus/server";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { Readable } from "node:stream";
+import { EVENTS, MemoryLocker, Server, type Upload } from "@tus/server";
 import { sessionFromHeaders, clientFor, type ConsoleSession } from "../../auth/session.ts";
 import { cancelPipeline, ensurePipeline, notifyUpload, runningPipeline } from "./pipeline.ts";
 import { transferMinFreeBytes, transferRetentionMs } from "../settings.ts";
 import { allStates, readState, removeState, spoolFile, uploadSpoolDir, type UploadState, writeState } from "./state.ts";
 import { checkUpload, UploadRefusal } from "./validate.ts";
+import { receivePatch } from "./receive.ts";
 
 export const UPLOAD_PATH = "/api/upload";
 const SWEEP_MS = 10 * 60_000;
@@ -17,6 +20,7 @@ const SWEEP_MS = 10 * 60_000;
 interface Tus {
   server: Server;
   store: FileStore;
+  locker: MemoryLocker;
 }
 
 const holder = globalThis as { __hangarTus?: Tus; __hangarTusSweep?: NodeJS.Timeout };
@@ -25,8 +29,8 @@ function refusal(status: number, message: string) {
   return { status_code: status, body: `${message}\n` };
 }
 
-function sessionOf(req: Request): ConsoleSession {
-  const session = sessionFromHeaders(req.headers);
+function sessionOf(headers: Headers): ConsoleSession {
+  const session = sessionFromHeaders(headers);
   if (session === undefined) throw refusal(401, "Log in to the console to upload VMs.");
   return session;
 }
@@ -50,27 +54,38 @@ async function resume(store: FileStore, state: UploadState, session: ConsoleSess
   ensurePipeline(fresh, { removeSpool: (id) => removeSpool(store, id) });
 }
 
+/**
+ * What every tus request must pass: the console session, and for an existing upload its owner and a state
+ * that takes the method (a resume restarts the import if it is not running).
+ */
+async function admit(method: string, headers: Headers, id: string): Promise<void> {
+  const session = sessionOf(headers);
+  if (method === "POST" || method === "OPTIONS") return;
+  const state = await readState(id);
+  if (state === undefined) return;
+  if (state.user !== session.user) throw refusal(403, "This upload belongs to another user.");
+  if (state.status === "failed" && method !== "DELETE") throw refusal(422, state.error ?? "The import failed.");
+  if (state.status === "cancelled" && method !== "DELETE") throw refusal(410, "This upload was cancelled.");
+  if (method === "PATCH" || method === "HEAD") await resume(tus().store, state, session);
+}
+
 function create(): Tus {
   const store = new FileStore({ directory: uploadSpoolDir(), expirationPeriodInMilliseconds: transferRetentionMs() });
+  // Shared with the PATCHes received off @tus/server (receive.ts): one lock per upload, whoever asks.
+  const locker = new MemoryLocker();
   const server = new Server({
     path: UPLOAD_PATH,
     datastore: store,
+    locker,
     relativeLocation: true,
     // Same-origin only: no Access-Control-Allow-Origin for other sites.
     allowedOrigins: [],
     postReceiveInterval: 200,
     async onIncomingRequest(req, id) {
-      const session = sessionOf(req);
-      if (req.method === "POST" || req.method === "OPTIONS") return;
-      const state = await readState(id);
-      if (state === undefined) return;
-      if (state.user !== session.user) throw refusal(403, "This upload belongs to another user.");
-      if (state.status === "failed" && req.method !== "DELETE") throw refusal(422, state.error ?? "The import failed.");
-      if (state.status === "cancelled" && req.method !== "DELETE") throw refusal(410, "This upload was cancelled.");
-      if (req.method === "PATCH" || req.method === "HEAD") await resume(store, state, session);
+      await admit(req.method, req.headers, id);
     },
     async onUploadCreate(req, upload: Upload) {
-      const session = sessionOf(req);
+      const session = sessionOf(req.headers);
       const metadata = upload.metadata ?? {};
       const fileName = metadata.filename ?? metadata.name ?? undefined;
       try {
@@ -106,7 +121,7 @@ function create(): Tus {
   server.on(EVENTS.POST_RECEIVE, (_req, upload) => notifyUpload(upload.id));
   server.on(EVENTS.POST_FINISH, (_req, _res, upload) => notifyUpload(upload.id));
   server.on(EVENTS.POST_TERMINATE, (_req, _res, id) => void cancelPipeline(id));
-  return { server, store };
+  return { server, store, locker };
 }
 
 export function tus(): Tus {
@@ -135,9 +150,28 @@ export async function resumeCompleteUploads(): Promise<void> {
   }
 }
 
-/** The route handler: tus's web handler, bound (it uses `this`). */
-export function handleUpload(req: Request): Promise<Response> {
-  return tus().server.handleWeb(req);
+const UPLOAD_ID = new RegExp(`^${UPLOAD_PATH}/([A-Za-z0-9_-]+)$`);
+
+/** The route: a PATCH of an upload's bytes is received here (receive.ts), every other request by @tus/server. */
+export async function handleUpload(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { server, store, locker } = tus();
+  const id = req.method === "PATCH" ? UPLOAD_ID.exec(new URL(req.url ?? "/", "http://console").pathname)?.[1] : undefined;
+  if (id === undefined) return answerByTus(server, req, res);
+  await receivePatch(req, res, { id, store, locker, admit: (headers) => admit("PATCH", headers, id), received: () => notifyUpload(id) });
+}
+
+/**
+ * Any other tus request, through @tus/server's web handler: their bodies are empty or small (a POST may carry
+ * the first bytes). Not its Node `handle`, whose answer Next's API response mangles (headers set as arrays).
+ */
+async function answerByTus(server: Server, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+  const hasBody = req.method !== "GET" && req.method !== "HEAD" && req.method !== "OPTIONS";
+  const request = new Request(new URL(req.url ?? "/", "http://console"), { method: req.method, headers, body: hasBody ? (Readable.toWeb(req) as ReadableStream<Uint8Array>) : undefined, duplex: "half" } as RequestInit);
+  const response = await server.handleWeb(request);
+  res.writeHead(response.status, Object.fromEntries(response.headers));
+  res.end(req.method === "HEAD" ? undefined : Buffer.from(await response.arrayBuffer()));
 }
 
 /** Free bytes on the disk of the spool directory. */

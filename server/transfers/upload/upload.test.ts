@@ -2,6 +2,7 @@
 // running while the bytes arrive, a broken import stream restarted from the spool, and the refusals.
 import assert from "node:assert/strict";
 import { mkdtempSync, existsSync, rmSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,7 +15,7 @@ process.on("exit", () => rmSync(dataDir, { recursive: true, force: true }));
 
 const { startConsoleUnderTest } = await import("../../api/testing.ts");
 const { collect, MiB, patternBlock, readVdi, testXva } = await import("../../toolstack/vm-transfer/testing.ts");
-const { handleUpload } = await import("./tus.ts");
+const { serveUploads } = await import("./testing.ts");
 const { readState, spoolFile } = await import("./state.ts");
 const { cancelPipeline } = await import("./pipeline.ts");
 const { dropConsoleProcess } = await import("../testing.ts");
@@ -22,13 +23,13 @@ const { dropConsoleProcess } = await import("../testing.ts");
 (await import("./state.ts")).uploadSpoolDir();
 type ConsoleUnderTest = Awaited<ReturnType<typeof startConsoleUnderTest>>;
 
-const BASE = "http://console.test/api/upload";
+const { url: BASE } = await serveUploads();
 
 function tusRequest(method: string, url: string, headers: Headers | undefined, extra: Record<string, string> = {}, body?: Buffer): Promise<Response> {
   const h = new Headers(headers);
   h.set("tus-resumable", "1.0.0");
   for (const [k, v] of Object.entries(extra)) h.set(k, v);
-  return handleUpload(new Request(url, { method, headers: h, body: body === undefined ? undefined : new Uint8Array(body) }));
+  return fetch(url, { method, headers: h, body: body === undefined ? undefined : new Uint8Array(body) });
 }
 
 async function debugState() {
@@ -223,6 +224,37 @@ test("refusals before any byte: anonymous, larger than the SR's free space, not 
   assert.match(await wrongName.text(), /not a VM archive/);
   const head = await tusRequest("HEAD", `${BASE}/0123456789abcdef`, new Headers());
   assert.equal(head.status, 401);
+});
+
+test("a PATCH cut mid-body keeps the bytes that arrived; a stale offset gets 409; the rest completes the import", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const disk = testDisk();
+  const xva = await collect(testXva({ name: "cut mid-body", disks: [disk] }));
+  const id = uploadId(await createUpload(cu, "cut.xva", xva.length));
+  // A browser's PATCH of the whole file whose connection drops after 3 MiB and a bit (not a block boundary).
+  const sent = 3 * MiB + 1234;
+  const offsetNow = async () => Number((await tusRequest("HEAD", `${BASE}/${id}`, cu.headers)).headers.get("upload-offset"));
+  await new Promise<void>((resolve, reject) => {
+    const request = httpRequest(`${BASE}/${id}`, { method: "PATCH", headers: { cookie: cu.headers.get("cookie")!, "tus-resumable": "1.0.0", "upload-offset": "0", "content-type": "application/offset+octet-stream", "content-length": String(xva.length) } });
+    request.on("error", () => undefined);
+    request.write(xva.subarray(0, sent), (error) => {
+      if (error) return reject(error);
+      // The bytes reach the console before the connection goes.
+      setTimeout(() => {
+        request.destroy();
+        resolve();
+      }, 300);
+    });
+  });
+  assert.equal(await until("the cut PATCH's bytes in the spool", async () => ((await offsetNow()) === sent ? sent : undefined)), sent);
+  const stale = await patch(cu, id, 0, xva.subarray(0, MiB));
+  assert.equal(stale.status, 409, "an offset the spool is not at is refused");
+  assert.equal(await offsetNow(), sent, "and it changed nothing");
+  assert.equal((await patch(cu, id, sent, xva.subarray(sent))).status, 204);
+  const done = await importEnded(id);
+  assert.equal(done.status, "done", done.error ?? "");
+  const [vdi] = await disksOf(cu, done.vms[0]!);
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
 });
 
 test("after a console restart, the browser's resume starts the import again from the spool", async (t) => {
