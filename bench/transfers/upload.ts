@@ -242,7 +242,7 @@ export async function benchUploadImport(service: BenchService, site: ConsoleServ
         ratio: bareRate.median / baseRate.median,
         target: "—",
         met: null,
-        note: `${runs} runs, after each pair above; CPU s/GiB: Chromium ${perGiB(ceiling.map((t) => t.chromiumCpu), bytes)}, the bench process (the sink, Playwright) ${perGiB(ceiling.map((t) => t.sinkCpu), bytes)}; the console's upload reaches ${((oursRate.median / bareRate.median) * 100).toFixed(0)}% of it`,
+        note: `${runs} runs, after each pair above; CPU s/GiB: Chromium ${perGiB(ceiling.map((t) => t.chromiumCpu), bytes)}, the sink ${perGiB(ceiling.map((t) => t.sinkCpu), bytes)}; the console's upload reaches ${((oursRate.median / bareRate.median) * 100).toFixed(0)}% of it`,
       },
       {
         measure: "last uploaded byte → VM ready, share of the upload time",

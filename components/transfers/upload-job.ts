@@ -5,6 +5,8 @@ import { defaultOptions, type PreviousUpload, Upload } from "tus-js-client";
 export const UPLOAD_ENDPOINT = "/api/upload";
 const CHUNK_SIZE = 8 * 1024 * 1024;
 const RATE_WINDOW_MS = 5000;
+/** Progress shown at most this often. */
+const PROGRESS_EVERY_MS = 250;
 
 export type UploadPhase = "starting" | "uploading" | "retrying" | "paused" | "uploaded" | "failed" | "cancelled";
 /** Waits between tries after a lost connection: about 6 minutes in all, enough for a console restart or upgrade. */
@@ -73,6 +75,9 @@ export class UploadJob {
 
   private progress(sent: number): void {
     const now = Date.now();
+    // The browser reports every 50 ms; a re-render each time is CPU the upload shares on a busy machine.
+    const last = this.samples.at(-1);
+    if (last !== undefined && now - last.at < PROGRESS_EVERY_MS && this.snapshot.phase === "uploading" && sent < this.snapshot.size) return;
     this.samples.push({ at: now, sent });
     this.samples = this.samples.filter((s) => now - s.at <= RATE_WINDOW_MS);
     const first = this.samples[0]!;
