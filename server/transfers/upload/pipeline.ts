@@ -62,6 +62,16 @@ export function notifyUpload(id: string): void {
   registry.get(id)?.notify();
 }
 
+/** Fails an upload whose bytes the console could not keep: its import (running or not) ends with `error`. */
+export async function failUpload(id: string, error: string): Promise<void> {
+  const pipeline = registry.get(id);
+  if (pipeline !== undefined) await pipeline.fail(error);
+  else {
+    const state = await readState(id);
+    if (state !== undefined && (state.status === "uploading" || state.status === "importing")) await writeState({ ...state, status: "failed", error });
+  }
+}
+
 export async function cancelPipeline(id: string): Promise<void> {
   const pipeline = registry.get(id);
   if (pipeline !== undefined) await pipeline.cancel();
@@ -126,11 +136,20 @@ export class ImportPipeline {
   }
 
   async cancel(): Promise<void> {
-    this.abort.abort(new Cancelled("cancelled"));
-    this.request?.destroy(new Cancelled("cancelled"));
+    await this.end("cancelled", null);
+  }
+
+  /** The upload cannot go on (the console could not keep its bytes): its import stops, and it fails with `error`. */
+  async fail(error: string): Promise<void> {
+    await this.end("failed", error);
+  }
+
+  private async end(status: "cancelled" | "failed", error: string | null): Promise<void> {
+    this.abort.abort(new Cancelled(status));
+    this.request?.destroy(new Cancelled(status));
     const task = this.state.task;
     if (task !== null) await this.xapi().call(z.unknown(), "task.cancel", task).catch(() => undefined);
-    await this.save({ status: "cancelled", error: null });
+    await this.save({ status, error });
   }
 
   async run(): Promise<void> {

@@ -8,18 +8,18 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import { EVENTS, MemoryLocker, Server, type Upload } from "@tus/server";
 import { sessionFromHeaders, clientFor, type ConsoleSession } from "../../auth/session.ts";
-import { cancelPipeline, ensurePipeline, notifyUpload, runningPipeline } from "./pipeline.ts";
+import { cancelPipeline, ensurePipeline, failUpload, notifyUpload, runningPipeline } from "./pipeline.ts";
 import { transferMinFreeBytes, transferRetentionMs } from "../settings.ts";
 import { allStates, readState, removeState, spoolFile, uploadSpoolDir, type UploadState, writeState } from "./state.ts";
 import { checkUpload, UploadRefusal } from "./validate.ts";
-import { receivePatch } from "./receive.ts";
+import { acceptedOffset, closeSpool, receivePatch } from "./receive.ts";
 
 export const UPLOAD_PATH = "/api/upload";
 const SWEEP_MS = 10 * 60_000;
 
 interface Tus {
   server: Server;
-  store: FileStore;
+  store: UploadStore;
   locker: MemoryLocker;
 }
 
@@ -36,6 +36,7 @@ function sessionOf(headers: Headers): ConsoleSession {
 }
 
 async function removeSpool(store: FileStore, id: string): Promise<void> {
+  await closeSpool(id);
   await store.remove(id).catch(async () => {
     const { rm } = await import("node:fs/promises");
     await rm(spoolFile(id), { force: true });
@@ -61,7 +62,8 @@ async function resume(store: FileStore, state: UploadState, session: ConsoleSess
 async function admit(method: string, headers: Headers, id: string): Promise<void> {
   const session = sessionOf(headers);
   if (method === "POST" || method === "OPTIONS") return;
-  const state = await readState(id);
+  // A running import holds the upload's state in memory: no disk read on every PATCH.
+  const state = runningPipeline(id)?.state ?? (await readState(id));
   if (state === undefined) return;
   if (state.user !== session.user) throw refusal(403, "This upload belongs to another user.");
   if (state.status === "failed" && method !== "DELETE") throw refusal(422, state.error ?? "The import failed.");
@@ -69,8 +71,17 @@ async function admit(method: string, headers: Headers, id: string): Promise<void
   if (method === "PATCH" || method === "HEAD") await resume(tus().store, state, session);
 }
 
+/** tus's file store, whose offset of an upload being received is the one the console has taken (receive.ts). */
+class UploadStore extends FileStore {
+  override async getUpload(id: string): Promise<Upload> {
+    const upload = await super.getUpload(id);
+    upload.offset = acceptedOffset(id) ?? upload.offset;
+    return upload;
+  }
+}
+
 function create(): Tus {
-  const store = new FileStore({ directory: uploadSpoolDir(), expirationPeriodInMilliseconds: transferRetentionMs() });
+  const store = new UploadStore({ directory: uploadSpoolDir(), expirationPeriodInMilliseconds: transferRetentionMs() });
   // Shared with the PATCHes received off @tus/server (receive.ts): one lock per upload, whoever asks.
   const locker = new MemoryLocker();
   const server = new Server({
@@ -120,7 +131,7 @@ function create(): Tus {
   });
   server.on(EVENTS.POST_RECEIVE, (_req, upload) => notifyUpload(upload.id));
   server.on(EVENTS.POST_FINISH, (_req, _res, upload) => notifyUpload(upload.id));
-  server.on(EVENTS.POST_TERMINATE, (_req, _res, id) => void cancelPipeline(id));
+  server.on(EVENTS.POST_TERMINATE, (_req, _res, id) => void closeSpool(id).then(() => cancelPipeline(id)));
   return { server, store, locker };
 }
 
@@ -157,7 +168,18 @@ export async function handleUpload(req: IncomingMessage, res: ServerResponse): P
   const { server, store, locker } = tus();
   const id = req.method === "PATCH" ? UPLOAD_ID.exec(new URL(req.url ?? "/", "http://console").pathname)?.[1] : undefined;
   if (id === undefined) return answerByTus(server, req, res);
-  await receivePatch(req, res, { id, store, locker, admit: (headers) => admit("PATCH", headers, id), received: () => notifyUpload(id) });
+  await receivePatch(req, res, {
+    id,
+    store,
+    locker,
+    admit: (headers) => admit("PATCH", headers, id),
+    written: () => notifyUpload(id),
+    failed: (error) => {
+      const why = (error as NodeJS.ErrnoException).code === "ENOSPC" ? "its disk is full" : error.message;
+      console.error(`upload ${id}: the spool could not be written: ${error.message}`);
+      void failUpload(id, `The console could not keep the upload on its disk (${why}); upload the file again.`).then(() => removeSpool(store, id));
+    },
+  });
 }
 
 /**

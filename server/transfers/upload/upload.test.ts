@@ -103,6 +103,16 @@ function testDisk() {
   return { size: 16 * MiB, blocks };
 }
 
+/** An upload of a test VM's archive with its first half sent: the disk, the archive, the upload and where it stands. */
+async function halfUploaded(cu: ConsoleUnderTest, vmName: string, fileName: string) {
+  const disk = testDisk();
+  const xva = await collect(testXva({ name: vmName, disks: [disk] }));
+  const id = uploadId(await createUpload(cu, fileName, xva.length));
+  const half = Math.floor(xva.length / 2);
+  assert.equal((await patch(cu, id, 0, xva.subarray(0, half))).status, 204);
+  return { disk, xva, id, half };
+}
+
 /** A TCP relay between the console and the toolstack whose connections a test can cut (a network fault). */
 async function relay(t: TestContext, target: number): Promise<{ url: string; cut(): void }> {
   const sockets = new Set<Socket>();
@@ -257,13 +267,32 @@ test("a PATCH cut mid-body keeps the bytes that arrived; a stale offset gets 409
   assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
 });
 
+test("the console's disk failing under an upload fails it in words, and leaves nothing behind", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const { xva, id, half } = await halfUploaded(cu, "disk full", "full.xva");
+  // The disk fills: every spool write from now on fails as the kernel says so.
+  const { SpoolWriter } = await import("../block-spool.ts");
+  const write = SpoolWriter.prototype.write;
+  SpoolWriter.prototype.write = () => Promise.reject(Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" }));
+  t.after(() => void (SpoolWriter.prototype.write = write));
+  // Answered 500 with the reason, or cut (the body was not read to its end): the browser would retry.
+  await patch(cu, id, half, xva.subarray(half)).catch(() => undefined);
+  const failed = await importEnded(id);
+  assert.equal(failed.status, "failed");
+  assert.match(failed.error ?? "", /could not keep the upload on its disk \(its disk is full\); upload the file again/);
+  // The browser's next request hears why; the import's task ended and undid what it made.
+  assert.equal((await tusRequest("HEAD", `${BASE}/${id}`, cu.headers)).status, 422);
+  const again = await patch(cu, id, half, xva.subarray(half));
+  assert.equal(again.status, 422);
+  assert.match(await again.text(), /its disk is full/);
+  assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", failed.task), "pending");
+  await until("the spool removed", async () => (existsSync(spoolFile(id)) ? undefined : true));
+  assert.deepEqual(await vmNamed(cu, "disk full"), []);
+});
+
 test("after a console restart, the browser's resume starts the import again from the spool", async (t) => {
   const cu = await startConsoleUnderTest(t);
-  const disk = testDisk();
-  const xva = await collect(testXva({ name: "survives a console restart", disks: [disk] }));
-  const id = uploadId(await createUpload(cu, "restart.xva", xva.length));
-  const half = Math.floor(xva.length / 2);
-  assert.equal((await patch(cu, id, 0, xva.subarray(0, half))).status, 204);
+  const { disk, xva, id, half } = await halfUploaded(cu, "survives a console restart", "restart.xva");
   const first = await until("the first import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
   // The console process goes away (its imports stop mid-stream, what is on disk stays): the in-process
   // registry is dropped without a word to the toolstack, as a crash would.
