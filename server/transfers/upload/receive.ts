@@ -3,7 +3,8 @@
 // per GiB of the console's, with the page cache's copy on top, where the whole upload's budget on a 2-core
 // host is about 3. Here the body is copied into whole blocks of one fixed pool and written with O_DIRECT
 // (block-spool.ts), under the same lock, checks and answers as @tus/server's own PATCH; every other tus request
-// still goes to @tus/server, and the spool stays the file its FileStore reads the offset from.
+// still goes to @tus/server, whose store reads an upload's offset from the spool (or, while the spool is open
+// here, from what it has taken: see OpenSpool).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { ERRORS, type Locker, TUS_RESUMABLE } from "@tus/server";
 import type { FileStore } from "@tus/file-store";
