@@ -14,6 +14,7 @@ const SINK = join(import.meta.dirname, "upload-sink.ts");
 
 /** The sink (upload-sink.ts) started: its URL, its CPU so far, and a stop. */
 async function sink(): Promise<{ url: string; cpu: () => number; close: () => void }> {
+  // The console's V8 settings, as HANGAR_V8_FLAGS in bin/node24.sh gives them to its launchers.
   const child = spawn(process.execPath, ["--max-semi-space-size=1", "--heap-growing-percent=100", SINK], { stdio: ["ignore", "pipe", "inherit"] });
   const [url] = await Promise.race([
     once(createInterface({ input: child.stdout }), "line") as Promise<[string]>,

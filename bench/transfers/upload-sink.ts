@@ -1,7 +1,7 @@
 // The bare tus sink of the "Chromium alone" row (browser-ceiling.ts), run as a process of its own: it serves
 // the page and counts each PATCH's bytes and drops them. On its own so that its CPU is not the bench's (the
 // bench process, with Playwright in it, spent 3.5 CPU-s per GiB on these bytes, most of it collecting its
-// large heap), and with the console's V8 settings (bin/hangar-console): what Chromium reaches into it is the
+// large heap), and with the console's V8 settings (bin/node24.sh): what Chromium reaches into it is the
 // most any console could. Prints its URL on the first line of its output.
 import { createReadStream } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";

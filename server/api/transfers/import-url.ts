@@ -5,7 +5,7 @@ import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
 import { UploadRefusal } from "../../transfers/upload/validate.ts";
 import { UrlRefusal } from "../../transfers/url-import/safe-fetch.ts";
 import { cancelUrlImport, startUrlImport } from "../../transfers/url-import/import-url.ts";
-import { readState } from "../../transfers/upload/state.ts";
+import { isEnded, readState } from "../../transfers/upload/state.ts";
 
 export async function importFromUrl(xapi: XenApiClient, session: ConsoleSession, input: { url: string; sr: string }): Promise<{ id: string }> {
   try {
@@ -20,7 +20,7 @@ export async function importFromUrl(xapi: XenApiClient, session: ConsoleSession,
 export async function cancelTransfer(user: string, id: string): Promise<{ id: string }> {
   const state = await readState(id);
   if (state === undefined || state.user !== user) throw new TRPCError({ code: "NOT_FOUND", message: "No such import: it may have been cleaned up." });
-  if (state.status === "done" || state.status === "failed" || state.status === "cancelled") throw new TRPCError({ code: "BAD_REQUEST", message: "That import has already ended." });
+  if (isEnded(state.status)) throw new TRPCError({ code: "BAD_REQUEST", message: "That import has already ended." });
   await cancelUrlImport(id);
   return { id };
 }

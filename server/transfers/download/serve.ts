@@ -9,6 +9,7 @@ import { type FileHandle, open } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { sessionFromHeaders } from "../../auth/session.ts";
+import { webHeaders } from "../../web-headers.ts";
 import { addReader, continueExport, DownloadError, type ExportJob, type LiveReader, runningJob, startExport } from "./producer.ts";
 import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
 
@@ -255,8 +256,7 @@ async function answer(method: string, url: URL, headers: Headers, file: string):
  * included, which App Router handlers drop — and the spool is piped with the socket's backpressure.
  */
 export async function serveExportDownload(request: IncomingMessage, response: ServerResponse, file: string): Promise<void> {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(request.headers)) if (typeof value === "string") headers.set(name, value);
+  const headers = webHeaders(request);
   const method = request.method ?? "GET";
   if (method !== "GET" && method !== "HEAD") {
     const refused = textAnswer(405, `${method} is not served here: use GET.`, { allow: "GET, HEAD" });

@@ -9,6 +9,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { ERRORS, type Locker, TUS_RESUMABLE } from "@tus/server";
 import type { FileStore } from "@tus/file-store";
 import { type Block, BlockPool, SpoolWriter } from "../block-spool.ts";
+import { webHeaders } from "../../web-headers.ts";
 import { spoolFile } from "./state.ts";
 
 /** Blocks shared by every upload's PATCH: 16 MiB in all, whatever the number of uploads (they wait for a free one). */
@@ -174,11 +175,7 @@ function send(res: ServerResponse, status: number, headers: Record<string, strin
 
 /** The answer's headers, or undefined when the client went away (nothing to answer; what arrived is kept). */
 async function receive(req: IncomingMessage, context: PatchContext): Promise<Record<string, string> | undefined> {
-  const headers = new Headers();
-  for (const name of ["cookie", "tus-resumable", "upload-offset", "content-type", "upload-length"]) {
-    const value = req.headers[name];
-    if (typeof value === "string") headers.set(name, value);
-  }
+  const headers = webHeaders(req);
   if (headers.get("tus-resumable") !== TUS_RESUMABLE) throw { status_code: 412, body: "Tus-Resumable: 1.0.0 is required\n" } satisfies TusRefusal;
   const offsetHeader = headers.get("upload-offset");
   if (offsetHeader === null || !/^\d+$/.test(offsetHeader)) throw ERRORS.MISSING_OFFSET;
@@ -227,7 +224,6 @@ async function receive(req: IncomingMessage, context: PatchContext): Promise<Rec
 async function appendBody(req: IncomingMessage, spool: OpenSpool, room: number, stop: AbortSignal, events: SpoolEvents): Promise<boolean> {
   const pool = blocks();
   let current: Block | undefined;
-  let end = spool.accepted;
   let received = 0;
   const onStop = () => req.destroy();
   stop.addEventListener("abort", onStop, { once: true });
@@ -239,13 +235,13 @@ async function appendBody(req: IncomingMessage, spool: OpenSpool, room: number, 
         if (spool.failure !== undefined) throw spool.failure;
         if (current === undefined) {
           current = await pool.takeWhenFree();
-          current.start = end;
+          // Every byte before this block's is in the queue already.
+          current.start = spool.accepted;
         }
         const capacity = pool.blockSize - (current.start % pool.blockSize);
         const copied = chunk.copy(current.buffer, current.length, at, at + Math.min(capacity - current.length, chunk.length - at));
         current.length += copied;
         at += copied;
-        end += copied;
         if (current.length === capacity) {
           enqueue(spool, current, events);
           current = undefined;

@@ -10,6 +10,11 @@ import { dataDir } from "../../config.ts";
 export const ZUploadStatus = z.enum(["uploading", "importing", "done", "failed", "cancelled"]);
 export type UploadStatus = z.infer<typeof ZUploadStatus>;
 
+/** Whether an upload with this status has ended (imported, failed or cancelled): nothing more happens to it. */
+export function isEnded(status: UploadStatus): boolean {
+  return status === "done" || status === "failed" || status === "cancelled";
+}
+
 export const ZUploadState = z.object({
   id: z.string().regex(/^[A-Za-z0-9_-]+$/),
   fileName: z.string(),

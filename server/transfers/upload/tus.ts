@@ -8,9 +8,10 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import { EVENTS, MemoryLocker, Server, type Upload } from "@tus/server";
 import { sessionFromHeaders, clientFor, type ConsoleSession } from "../../auth/session.ts";
+import { webHeaders } from "../../web-headers.ts";
 import { cancelPipeline, ensurePipeline, failUpload, notifyUpload, runningPipeline } from "./pipeline.ts";
 import { transferMinFreeBytes, transferRetentionMs } from "../settings.ts";
-import { allStates, readState, removeState, spoolFile, uploadSpoolDir, type UploadState, writeState } from "./state.ts";
+import { allStates, isEnded, readState, removeState, spoolFile, uploadSpoolDir, type UploadState, writeState } from "./state.ts";
 import { checkUpload, UploadRefusal } from "./validate.ts";
 import { acceptedOffset, closeSpool, receivePatch } from "./receive.ts";
 
@@ -48,7 +49,7 @@ async function removeSpool(store: FileStore, id: string): Promise<void> {
 async function resume(store: FileStore, state: UploadState, session: ConsoleSession): Promise<void> {
   const running = runningPipeline(state.id);
   if (running !== undefined) return running.adoptSession(session.session);
-  if (state.status === "done" || state.status === "failed" || state.status === "cancelled") return;
+  if (isEnded(state.status)) return;
   // The browser's session is the live one: an older one may have ended meanwhile.
   const fresh = { ...state, session: session.session };
   await writeState(fresh);
@@ -177,7 +178,9 @@ export async function handleUpload(req: IncomingMessage, res: ServerResponse): P
     failed: (error) => {
       const why = (error as NodeJS.ErrnoException).code === "ENOSPC" ? "its disk is full" : error.message;
       console.error(`upload ${id}: the spool could not be written: ${error.message}`);
-      void failUpload(id, `The console could not keep the upload on its disk (${why}); upload the file again.`).then(() => removeSpool(store, id));
+      void failUpload(id, `The console could not keep the upload on its disk (${why}); upload the file again.`)
+        .then(() => removeSpool(store, id))
+        .catch((failure: Error) => console.error(`upload ${id}: failing it: ${failure.message}`));
     },
   });
 }
@@ -187,8 +190,7 @@ export async function handleUpload(req: IncomingMessage, res: ServerResponse): P
  * the first bytes). Not its Node `handle`, whose answer Next's API response mangles (headers set as arrays).
  */
 async function answerByTus(server: Server, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(req.headers)) if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+  const headers = webHeaders(req);
   const hasBody = req.method !== "GET" && req.method !== "HEAD" && req.method !== "OPTIONS";
   const request = new Request(new URL(req.url ?? "/", "http://console"), { method: req.method, headers, body: hasBody ? (Readable.toWeb(req) as ReadableStream<Uint8Array>) : undefined, duplex: "half" } as RequestInit);
   const response = await server.handleWeb(request);
@@ -218,7 +220,7 @@ export async function sweepUploads(now = Date.now(), options: { lowDisk?: boolea
       if (now - touched > transferRetentionMs()) await cancelPipeline(state.id);
       continue;
     }
-    const ended = state.status === "done" || state.status === "failed" || state.status === "cancelled";
+    const ended = isEnded(state.status);
     if (now - state.updated < transferRetentionMs() && !(lowDisk && ended)) continue;
     await removeSpool(store, state.id);
     await removeState(state.id);
