@@ -13,7 +13,7 @@ import { describeTaskError } from "../../api/xenapi-error.ts";
 import { toolstackUrl } from "../../config.ts";
 import { taskResult, XenApiClient, zTaskRecord, type TaskRecord } from "../../toolstack/xenapi/client.ts";
 import { XenApiError } from "../../toolstack/xenapi/errors.ts";
-import { readState, spoolFile, type UploadState, writeState } from "./state.ts";
+import { isEnded, readState, spoolFile, type UploadState, writeState } from "./state.ts";
 
 const READ_CHUNK = 1024 * 1024;
 /** Buffers of the spool in flight to the import at once. */
@@ -48,12 +48,17 @@ export function runningPipelines(): ImportPipeline[] {
 export function ensurePipeline(state: UploadState, hooks: PipelineHooks): ImportPipeline | undefined {
   const running = registry.get(state.id);
   if (running !== undefined) return running;
-  if (state.status === "done" || state.status === "failed" || state.status === "cancelled") return undefined;
+  if (isEnded(state.status)) return undefined;
   const pipeline = new ImportPipeline(state, hooks);
   registry.set(state.id, pipeline);
-  void pipeline.run().finally(() => {
-    if (registry.get(state.id) === pipeline) registry.delete(state.id);
-  });
+  // It leaves the registry once its end is recorded too: a request meanwhile must not start another from the
+  // state file, which still says "importing" until then.
+  void pipeline
+    .run()
+    .then(() => pipeline.ended)
+    .finally(() => {
+      if (registry.get(state.id) === pipeline) registry.delete(state.id);
+    });
   return pipeline;
 }
 
@@ -68,7 +73,7 @@ export async function failUpload(id: string, error: string): Promise<void> {
   if (pipeline !== undefined) await pipeline.fail(error);
   else {
     const state = await readState(id);
-    if (state !== undefined && (state.status === "uploading" || state.status === "importing")) await writeState({ ...state, status: "failed", error });
+    if (state !== undefined && !isEnded(state.status)) await writeState({ ...state, status: "failed", error });
   }
 }
 
@@ -120,6 +125,8 @@ export class ImportPipeline {
   }
 
   private async save(change: Partial<UploadState>): Promise<void> {
+    // An ended upload stays ended: an attempt still under way when it was cancelled or failed must not undo that.
+    if (isEnded(this.state.status)) return;
     this.state = { ...this.state, ...change, updated: Date.now() };
     await writeState(this.state);
   }
@@ -144,12 +151,18 @@ export class ImportPipeline {
     await this.end("failed", error);
   }
 
+  /** Cancelled or failed from outside: recorded once this settles. */
+  ended: Promise<void> | undefined;
+
   private async end(status: "cancelled" | "failed", error: string | null): Promise<void> {
     this.abort.abort(new Cancelled(status));
     this.request?.destroy(new Cancelled(status));
-    const task = this.state.task;
-    if (task !== null) await this.xapi().call(z.unknown(), "task.cancel", task).catch(() => undefined);
-    await this.save({ status, error });
+    this.ended ??= (async () => {
+      const task = this.state.task;
+      if (task !== null) await this.xapi().call(z.unknown(), "task.cancel", task).catch(() => undefined);
+      await this.save({ status, error });
+    })();
+    await this.ended;
   }
 
   async run(): Promise<void> {
@@ -220,6 +233,11 @@ export class ImportPipeline {
     const target = await findImportHost(start, this.abort.signal);
     if (!(target instanceof URL)) return answerOutcome(target.status, target.text);
     const task = await xapi.call(z.string(), "task.create", `VM import: ${this.state.fileName}`, `Uploaded in the console and imported into ${this.state.srName} as it arrives${this.state.attempts > 0 ? ` (import restarted from the console's copy, attempt ${this.state.attempts + 1})` : ""}`);
+    // Cancelled or failed while the task was being made: this attempt's task is the last thing it did.
+    if (this.abort.signal.aborted) {
+      await xapi.call(z.unknown(), "task.cancel", task).catch(() => undefined);
+      throw this.abort.signal.reason;
+    }
     await this.save({ task, attempts: this.state.attempts + 1, status: "importing", error: null });
     const url = new URL(target);
     url.searchParams.set("task_id", task);
@@ -227,6 +245,8 @@ export class ImportPipeline {
     const attemptAbort = new AbortController();
     const onCancel = () => attemptAbort.abort(this.abort.signal.reason);
     this.abort.signal.addEventListener("abort", onCancel, { once: true });
+    // Ended while this attempt was being set up: a signal aborted already never fires its listeners.
+    if (this.abort.signal.aborted) onCancel();
     try {
       const outcome = await new Promise<Outcome>((resolve) => {
         let settled = false;
