@@ -32,6 +32,10 @@ export class BlockPool {
   private readonly free: Block[];
   private readonly all: Block[];
   private readonly waiters: Array<() => void> = [];
+  /** Blocks a socket write still reads from (see `lease`), with how many such writes each has. */
+  private readonly leases = new Map<Block, number>();
+  /** Given-back blocks waiting for their leases to end before they may be reused. */
+  private readonly returned = new Set<Block>();
   constructor(count: number, size: number) {
     this.blockSize = size;
     const memory = new WebAssembly.Memory({ initial: Math.ceil((count * size) / WASM_PAGE) });
@@ -54,7 +58,12 @@ export class BlockPool {
       await new Promise<void>((resolve) => this.waiters.push(resolve));
     }
   }
+  /** Gives `block` back for reuse: now, or once the last write reading from it has ended. */
   give(block: Block): void {
+    if (this.leases.has(block)) {
+      this.returned.add(block);
+      return;
+    }
     this.free.push(block);
     this.waiters.shift()?.();
   }
@@ -65,6 +74,27 @@ export class BlockPool {
   /** The block holding stream offset `position`, while it has not been reused. */
   find(position: number): Block | undefined {
     return this.all.find((block) => block.start >= 0 && position >= block.start && position < block.start + block.length);
+  }
+  /**
+   * Lets a socket write read `block`'s memory in place, with no copy: the block is not reused until the
+   * returned release is called (once, when the write has ended). Undefined when half the pool is already
+   * leased: a stalled client then gets copies and cannot starve the pool.
+   */
+  lease(block: Block): (() => void) | undefined {
+    if (!this.leases.has(block) && this.leases.size * 2 >= this.all.length) return undefined;
+    this.leases.set(block, (this.leases.get(block) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = this.leases.get(block)! - 1;
+      if (left > 0) {
+        this.leases.set(block, left);
+        return;
+      }
+      this.leases.delete(block);
+      if (this.returned.delete(block)) this.give(block);
+    };
   }
 }
 

@@ -74,20 +74,22 @@ export class ExportJob extends EventEmitter {
     this.settle();
   }
   /**
-   * Copies spool bytes from `position` into `target[offset, end)` from the blocks still in memory, only below
-   * `written` (those are on the disk too); returns how many (0 when that part is no longer in memory).
+   * The spool bytes from `position` (at most `max`) while they are still in memory, only below `written`
+   * (those are on the disk too); undefined when that part is no longer in memory. The bytes are the block's
+   * own memory, leased until `release` (a socket write reads them with no copy); when the pool lets no more
+   * be leased they are copied into `scratch`.
    */
-  copyRecent(position: number, target: Buffer, offset: number, end: number): number {
-    let copied = 0;
-    while (offset + copied < end && position + copied < this.written) {
-      const block = this.pool.find(position + copied - this.base);
-      if (block === undefined) break;
-      const from = position + copied - this.base - block.start;
-      const count = Math.min(block.length - from, end - offset - copied, this.written - position - copied);
-      block.buffer.copy(target, offset + copied, from, from + count);
-      copied += count;
-    }
-    return copied;
+  recent(position: number, max: number, scratch: Buffer): { bytes: Buffer; release: () => void } | undefined {
+    if (position >= this.written) return undefined;
+    const block = this.pool.find(position - this.base);
+    if (block === undefined) return undefined;
+    const from = position - this.base - block.start;
+    const count = Math.min(block.length - from, max, this.written - position);
+    const release = this.pool.lease(block);
+    if (release !== undefined) return { bytes: block.buffer.subarray(from, from + count), release };
+    const copied = Math.min(count, scratch.length);
+    block.buffer.copy(scratch, 0, from, from + copied);
+    return { bytes: scratch.subarray(0, copied), release: () => undefined };
   }
   /** Downloads streaming this export as it is produced, each at its position; see `readersPast`. */
   private readonly live = new Set<LiveReader>();
@@ -330,9 +332,11 @@ async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from
       // The blocks that filled while a write was in flight are written together (one pwritev).
       for await (const batch of response.batches()) {
         await write(batch.map((block) => block.buffer.subarray(0, block.length)));
-        // Downloads keeping up copy these blocks from memory: they are reused once those have them.
-        await job.readersPast(spool.position);
-        for (const block of batch) pool.give(block);
+        // Downloads keeping up send these blocks from memory: they are reused once those have them, while
+        // the next ones are written.
+        void job.readersPast(spool.position).then(() => {
+          for (const block of batch) pool.give(block);
+        });
       }
       await spool.settle();
       await writeMeta({ ...((await readMeta(meta.id)) ?? meta), size: spool.position });

@@ -83,32 +83,39 @@ class SpoolRange {
     this.release = addReader(meta.id);
     this.follower = job?.follow(start);
     this.handle = open(archivePath(meta.id), "r");
-    // Looked at by read() or close(); until then not an unhandled rejection.
+    // Looked at by next() or close(); until then not an unhandled rejection.
     this.handle.catch(() => undefined);
   }
 
-  private advance(count: number): number {
+  private advance(count: number): void {
     this.position += count;
     if (this.follower !== undefined) {
       this.follower.position = this.position;
       this.job!.moved(this.follower);
     }
-    return count;
   }
 
-  /** Bytes read into `buffer` from the current position; 0 at the end. */
-  async read(buffer: Buffer): Promise<number> {
+  /**
+   * The next bytes from the current position, null at the end: the export's own memory while this download
+   * keeps up with it (to be released once sent), else read from the disk into `scratch`.
+   */
+  async next(scratch: Buffer): Promise<{ bytes: Buffer; release: () => void } | null> {
     const file = await this.handle;
     for (;;) {
-      const want = this.end === undefined ? buffer.length : Math.min(buffer.length, this.end + 1 - this.position);
-      if (want <= 0) return 0;
-      // A download keeping up with the export copies its bytes from memory; one behind reads the disk.
-      const recent = this.job?.copyRecent(this.position, buffer, 0, want) ?? 0;
-      if (recent > 0) return this.advance(recent);
-      const { bytesRead } = await file.read(buffer, 0, want, this.position);
-      if (bytesRead > 0) return this.advance(bytesRead);
+      const want = this.end === undefined ? scratch.length : Math.min(scratch.length, this.end + 1 - this.position);
+      if (want <= 0) return null;
+      const recent = this.job?.recent(this.position, want, scratch);
+      if (recent !== undefined) {
+        this.advance(recent.bytes.length);
+        return recent;
+      }
+      const { bytesRead } = await file.read(scratch, 0, want, this.position);
+      if (bytesRead > 0) {
+        this.advance(bytesRead);
+        return { bytes: scratch.subarray(0, bytesRead), release: () => undefined };
+      }
       const job = this.job;
-      if (job === undefined || (job.status === "complete" && this.position >= job.written)) return 0;
+      if (job === undefined || (job.status === "complete" && this.position >= job.written)) return null;
       if (job.status === "failed") throw job.error ?? new Error("the export failed");
       await job.waitBeyond(this.position);
     }
@@ -121,21 +128,24 @@ class SpoolRange {
   }
 }
 
-/** Buffers per download, each written to the socket before it is filled again: a few MiB in flight, no more. */
+/** Writes in flight per download, each of at most CHUNK bytes: a few MiB, no more. */
 const RING = 4;
 
-/** The range to the response: read into a ring of buffers, each reused once the socket has taken it. */
+/**
+ * The range to the response, with up to RING writes in flight. Each write reads either a leased block of the
+ * export (released when the write ends) or a scratch buffer of its own (reused once the socket has taken it).
+ */
 async function sendSpool(range: SpoolRange, response: ServerResponse): Promise<void> {
   const closed = new Promise<never>((_, reject) => response.once("close", () => reject(new Error("the client went away"))));
   closed.catch(() => undefined);
-  const ring = Array.from({ length: RING }, () => ({ buffer: Buffer.allocUnsafeSlow(CHUNK), taken: Promise.resolve() }));
+  const ring = Array.from({ length: RING }, () => ({ scratch: Buffer.allocUnsafeSlow(CHUNK), taken: Promise.resolve() }));
   try {
     for (let slot = 0; ; slot = (slot + 1) % RING) {
       const entry = ring[slot]!;
       await Promise.race([entry.taken, closed]);
-      const count = await range.read(entry.buffer);
-      if (count === 0) break;
-      entry.taken = new Promise((resolve, reject) => response.write(entry.buffer.subarray(0, count), (error) => (error ? reject(error) : resolve())));
+      const piece = await range.next(entry.scratch);
+      if (piece === null) break;
+      entry.taken = new Promise<void>((resolve, reject) => response.write(piece.bytes, (error) => (error ? reject(error) : resolve()))).finally(piece.release);
       entry.taken.catch(() => undefined);
     }
     await Promise.race([Promise.all(ring.map((entry) => entry.taken)), closed]);
