@@ -3,7 +3,7 @@
 // optionally compressed on all cores, into the response with backpressure: a client that stops reading holds
 // the export, never the service's memory.
 import { createHash } from "node:crypto";
-import { Transform, type Writable } from "node:stream";
+import { Transform, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { type Compression, createParallelCompressor } from "../../xva/compression.ts";
 import { XVA_BLOCK_SIZE, type XvaChecksumKind } from "../../xva/format.ts";
@@ -14,7 +14,10 @@ import type { TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { describeVm, type ExportDisk, type VmExport } from "./ova-records.ts";
 import { TransferState } from "./transfer-state.ts";
-import { openVolume, readDiskBlocks } from "./volume-io.ts";
+import { openVolume, ReadBuffers, readDiskBlocks } from "./volume-io.ts";
+
+/** Read buffers per export: the blocks read ahead, those waiting in the archive stream, and those being sent. */
+const READ_BUFFERS = 32;
 
 export interface ExportOptions {
   compression: Compression | null;
@@ -52,10 +55,17 @@ export function etagDate(etag: string): Date | undefined {
 }
 
 /** A disk's blocks, its volume plugged when the writer reaches it and released when it is done (or abandoned). */
-async function* diskBlocks(ts: Toolstack, control: TaskControl, state: TransferState, disk: ExportDisk, progress: (bytes: number) => void): AsyncGenerator<XvaBlock, void, undefined> {
+async function* diskBlocks(
+  ts: Toolstack,
+  control: TaskControl,
+  state: TransferState,
+  disk: ExportDisk,
+  buffers: ReadBuffers | undefined,
+  progress: (bytes: number) => void,
+): AsyncGenerator<XvaBlock, void, undefined> {
   const volume = await openVolume(ts, disk.vdi.sr, disk.vdi.key, "ro", (attachment) => state.addAttachment(attachment));
   try {
-    for await (const block of readDiskBlocks(volume.client, disk.size, control.signal)) {
+    for await (const block of readDiskBlocks(volume.client, disk.size, control.signal, buffers)) {
       yield block;
       progress(block.index * XVA_BLOCK_SIZE + block.data.byteLength);
     }
@@ -81,6 +91,35 @@ function skipBytes(count: number): Transform {
   });
 }
 
+/**
+ * `sink` as the end of the export's pipeline: each chunk goes back to `buffers` once the socket has taken it
+ * (a write's callback; writes end in order, so a batch is done with its last).
+ */
+function releasingSink(sink: Writable, buffers: ReadBuffers): Writable {
+  const sent = (chunks: Buffer[], done: (error?: Error | null) => void) => (error?: Error | null) => {
+    if (error) return done(error);
+    for (const chunk of chunks) buffers.release(chunk);
+    done();
+  };
+  return new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      sink.write(chunk, sent([chunk], done));
+    },
+    writev(entries, done) {
+      const chunks = entries.map((entry) => entry.chunk as Buffer);
+      for (const chunk of chunks.slice(0, -1)) sink.write(chunk);
+      sink.write(chunks.at(-1)!, sent(chunks, done));
+    },
+    final(done) {
+      sink.end(() => done());
+    },
+    destroy(error, done) {
+      if (error !== null) sink.destroy(error);
+      done(error);
+    },
+  });
+}
+
 /** Streams the export into `sink` (ended when done), from byte `offset`; progress by disk position. */
 export async function exportVm(ts: Toolstack, control: TaskControl, prepared: PreparedExport, sink: Writable, offset = 0): Promise<void> {
   const state = new TransferState(ts, control, "export");
@@ -89,10 +128,12 @@ export async function exportVm(ts: Toolstack, control: TaskControl, prepared: Pr
     const disks = options.metadataOnly ? [] : prepared.described.disks;
     const total = disks.reduce((sum, disk) => sum + disk.size, 0);
     let before = 0;
+    // Compressed, the sink sees the compressor's output, never the blocks: nothing would come back.
+    const buffers = options.compression === null ? new ReadBuffers(READ_BUFFERS) : undefined;
     const sources = disks.map((disk) => ({
       ref: disk.id,
       blocks: (async function* () {
-        yield* diskBlocks(ts, control, state, disk, (end) => total > 0 && control.progress((before + Math.min(end, disk.size)) / total));
+        yield* diskBlocks(ts, control, state, disk, buffers, (end) => total > 0 && control.progress((before + Math.min(end, disk.size)) / total));
         before += disk.size;
       })(),
     }));
@@ -100,7 +141,7 @@ export async function exportVm(ts: Toolstack, control: TaskControl, prepared: Pr
     const stages: Array<NodeJS.ReadableStream | NodeJS.WritableStream | NodeJS.ReadWriteStream> = [archive];
     if (options.compression !== null) stages.push(createParallelCompressor(options.compression));
     if (offset > 0) stages.push(skipBytes(offset));
-    stages.push(sink);
+    stages.push(buffers === undefined ? sink : releasingSink(sink, buffers));
     await pipeline(stages as Parameters<typeof pipeline>[0][], { signal: control.signal });
   } finally {
     await state.undo();
