@@ -5,11 +5,11 @@
 // made, else the latest of that VM and compression — once its length is known, so the 206 carries a real
 // Content-Range. A spool that is not complete (its producer broke, or the console restarted) is continued
 // from the toolstack with `offset` + `etag`; a VM changed since gets the whole new export (200).
-import { type FileHandle, open } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { sessionFromHeaders } from "../../auth/session.ts";
 import { webHeaders } from "../../web-headers.ts";
+import { alignedBuffers, DIRECT_ALIGN, SpoolReader } from "../block-spool.ts";
 import { addReader, continueExport, DownloadError, type ExportJob, type LiveReader, runningJob, startExport } from "./producer.ts";
 import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
 
@@ -75,14 +75,14 @@ class SpoolRange {
   private readonly release: () => void;
   /** Set while this download follows the running export (it is then waited for, briefly). */
   private readonly follower: LiveReader | undefined;
-  private readonly handle: Promise<FileHandle>;
+  private readonly handle: Promise<SpoolReader>;
   constructor(meta: SpoolMeta, job: ExportJob | undefined, start: number, end: number | undefined) {
     this.position = start;
     this.job = job;
     this.end = end;
     this.release = addReader(meta.id);
     this.follower = job?.follow(start);
-    this.handle = open(archivePath(meta.id), "r");
+    this.handle = SpoolReader.open(archivePath(meta.id));
     // Looked at by next() or close(); until then not an unhandled rejection.
     this.handle.catch(() => undefined);
   }
@@ -97,22 +97,23 @@ class SpoolRange {
 
   /**
    * The next bytes from the current position, null at the end: the export's own memory while this download
-   * keeps up with it (to be released once sent), else read from the disk into `scratch`.
+   * keeps up with it (to be released once sent), else read from the disk into `scratch` (aligned, CHUNK +
+   * DIRECT_ALIGN bytes).
    */
   async next(scratch: Buffer): Promise<{ bytes: Buffer; release: () => void } | null> {
     const file = await this.handle;
     for (;;) {
-      const want = this.end === undefined ? scratch.length : Math.min(scratch.length, this.end + 1 - this.position);
+      const want = this.end === undefined ? CHUNK : Math.min(CHUNK, this.end + 1 - this.position);
       if (want <= 0) return null;
       const recent = this.job?.recent(this.position, want, scratch);
       if (recent !== undefined) {
         this.advance(recent.bytes.length);
         return recent;
       }
-      const { bytesRead } = await file.read(scratch, 0, want, this.position);
-      if (bytesRead > 0) {
-        this.advance(bytesRead);
-        return { bytes: scratch.subarray(0, bytesRead), release: () => undefined };
+      const bytes = await file.read(scratch, this.position, want);
+      if (bytes.length > 0) {
+        this.advance(bytes.length);
+        return { bytes, release: () => undefined };
       }
       const job = this.job;
       if (job === undefined || (job.status === "complete" && this.position >= job.written)) return null;
@@ -138,7 +139,7 @@ const RING = 4;
 async function sendSpool(range: SpoolRange, response: ServerResponse): Promise<void> {
   const closed = new Promise<never>((_, reject) => response.once("close", () => reject(new Error("the client went away"))));
   closed.catch(() => undefined);
-  const ring = Array.from({ length: RING }, () => ({ scratch: Buffer.allocUnsafeSlow(CHUNK), taken: Promise.resolve() }));
+  const ring = alignedBuffers(RING, CHUNK + DIRECT_ALIGN).map((scratch) => ({ scratch, taken: Promise.resolve() }));
   try {
     for (let slot = 0; ; slot = (slot + 1) % RING) {
       const entry = ring[slot]!;

@@ -5,7 +5,7 @@
 // reason, and the spool is removed (the toolstack removes what the failed import made). In a pool the SR may
 // be attached on another host than the toolstack's: an empty PUT without a task (Xen Orchestra's probe) is
 // answered with a redirect to that host, and the archive goes there.
-import { open, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { z } from "zod";
@@ -13,6 +13,7 @@ import { describeTaskError } from "../../api/xenapi-error.ts";
 import { toolstackUrl } from "../../config.ts";
 import { taskResult, XenApiClient, zTaskRecord, type TaskRecord } from "../../toolstack/xenapi/client.ts";
 import { XenApiError } from "../../toolstack/xenapi/errors.ts";
+import { alignedBuffers, DIRECT_ALIGN, SpoolReader } from "../block-spool.ts";
 import { isEnded, readState, spoolFile, type UploadState, writeState } from "./state.ts";
 
 const READ_CHUNK = 1024 * 1024;
@@ -341,7 +342,7 @@ export class ImportPipeline {
    * CPU during an upload.
    */
   private async send(request: ClientRequest, signal: AbortSignal): Promise<void> {
-    const ring = Array.from({ length: SEND_RING }, () => ({ buffer: Buffer.allocUnsafeSlow(READ_CHUNK), written: Promise.resolve() }));
+    const ring = alignedBuffers(SEND_RING, READ_CHUNK + DIRECT_ALIGN).map((buffer) => ({ buffer, written: Promise.resolve() }));
     let slot = 0;
     const take = async () => {
       const entry = ring[slot]!;
@@ -360,23 +361,22 @@ export class ImportPipeline {
   /** The spool's bytes from 0 to the upload's length (read into `take()`'s buffers), waiting for each PATCH to append more. */
   private async *follow(signal: AbortSignal, take: () => Promise<Buffer>): AsyncGenerator<Buffer> {
     const file = spoolFile(this.state.id);
-    let handle: Awaited<ReturnType<typeof open>> | undefined;
+    let handle: SpoolReader | undefined;
     let position = 0;
     try {
       while (position < this.state.length) {
         signal.throwIfAborted();
         if (handle === undefined) {
-          handle = await open(file, "r").catch((error: NodeJS.ErrnoException) => {
+          handle = await SpoolReader.open(file).catch((error: NodeJS.ErrnoException) => {
             if (error.code === "ENOENT") return undefined;
             throw error;
           });
         }
-        const size = handle === undefined ? 0 : (await handle.stat()).size;
+        const size = handle === undefined ? 0 : await handle.size();
         if (handle !== undefined && size > position) {
-          const buffer = await take();
-          const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - position, this.state.length - position), position);
-          position += bytesRead;
-          yield buffer.subarray(0, bytesRead);
+          const bytes = await handle.read(await take(), position, Math.min(READ_CHUNK, size - position, this.state.length - position));
+          position += bytes.length;
+          yield bytes;
           continue;
         }
         await new Promise<void>((resolve) => {
