@@ -363,6 +363,8 @@ export class ImportPipeline {
     const file = spoolFile(this.state.id);
     let handle: SpoolReader | undefined;
     let position = 0;
+    /** The spool's length when last looked at: looked at again only once the bytes before it are sent. */
+    let size = 0;
     try {
       while (position < this.state.length) {
         signal.throwIfAborted();
@@ -372,7 +374,7 @@ export class ImportPipeline {
             throw error;
           });
         }
-        const size = handle === undefined ? 0 : await handle.size();
+        if (handle !== undefined && size <= position) size = await handle.size();
         if (handle !== undefined && size > position) {
           const bytes = await handle.read(await take(), position, Math.min(READ_CHUNK, size - position, this.state.length - position));
           position += bytes.length;
