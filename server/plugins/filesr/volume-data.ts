@@ -28,6 +28,11 @@ const COPY_CHUNK = 4 * 1024 * 1024;
 const BLOCK_STATUS_CLUSTERS = 65_536;
 const PAUSE_POLL_MS = 20;
 const ALLOCATION_SYNC_MS = 5000;
+/**
+ * After this many bytes written, the data file is synced in the background (write-behind): a flush then has
+ * only the last few MiB left, not a whole import's dirty pages (a 2 GiB import's final flush took 0.5-1 s).
+ */
+const WRITE_BEHIND_BYTES = 64 * 1024 * 1024;
 
 export interface OpenVolumeDataOptions {
   /** Refuse writes (default false). */
@@ -103,6 +108,11 @@ class VolumeDataHandle implements VolumeData {
   private strayBefore: boolean;
   private droppedData = false;
   private flushing: Promise<void> = Promise.resolve();
+  /** Bytes written since the data file was last synced (by write-behind or a flush). */
+  private unsynced = 0;
+  /** The write-behind sync in flight, and the failure of one, which the next flush reports. */
+  private behind: Promise<void> | null = null;
+  private behindError: unknown = null;
   private lastAllocationSync = Date.now();
   private syncedAllocation: number;
   private timer: NodeJS.Timeout | null = null;
@@ -254,6 +264,7 @@ class VolumeDataHandle implements VolumeData {
       await writeFull(top.fd, buffers, head ? first * CLUSTER_SIZE : offset);
       for (let cluster = first; cluster <= last; cluster++) top.map.set(cluster, DATA);
       this.dataDirty = true;
+      this.writeBehind(top.fd, end - offset);
     } finally {
       release();
     }
@@ -285,8 +296,28 @@ class VolumeDataHandle implements VolumeData {
     return run;
   }
 
+  /** Starts a background sync of the data file once WRITE_BEHIND_BYTES were written since the last (none for an overlay: it is thrown away). */
+  private writeBehind(fd: number, bytes: number): void {
+    this.unsynced += bytes;
+    if (this.unsynced < WRITE_BEHIND_BYTES || this.behind !== null || this.purpose === "overlay") return;
+    this.unsynced = 0;
+    this.behind = fdatasync(fd)
+      .catch((error: unknown) => {
+        // The kernel reports a write-back error once: kept for the flush, which must not succeed.
+        this.behindError ??= error;
+      })
+      .finally(() => (this.behind = null));
+  }
+
   private async persist(): Promise<void> {
     if (this.readOnly || this.purpose === "overlay") return;
+    await this.behind;
+    if (this.behindError !== null) {
+      const error = this.behindError;
+      this.behindError = null;
+      throw error;
+    }
+    this.unsynced = 0;
     const top = this.top;
     // Capture before syncing data: only clusters whose writes completed by now get marked on disk.
     const cbtPages = this.cbt ? this.cbt.bitmap.dirty.take(this.cbt.bitmap.bits) : [];
