@@ -16,8 +16,8 @@ import { describeVm, type ExportDisk, type VmExport } from "./ova-records.ts";
 import { TransferState } from "./transfer-state.ts";
 import { openVolume, ReadBuffers, readDiskBlocks } from "./volume-io.ts";
 
-/** Read buffers per export: the blocks read ahead, those waiting in the archive stream, and those being sent. */
-const READ_BUFFERS = 32;
+/** Read buffers per export: the 16 blocks read ahead, those waiting in the archive stream (4 MiB) and being sent. */
+const READ_BUFFERS = 24;
 
 export interface ExportOptions {
   compression: Compression | null;
