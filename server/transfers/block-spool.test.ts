@@ -29,6 +29,15 @@ test("block pool: a block given back while leased is reused only once its last l
   assert.equal(pool.take(), a);
 });
 
+test("block pool: a block already given back is never leased (the next take may reuse it)", () => {
+  const pool = new BlockPool(4, 4096);
+  const block = pool.take()!;
+  pool.give(block);
+  assert.equal(pool.lease(block), undefined);
+  const held = pool.take()!;
+  assert.ok(pool.lease(held), "one held is");
+});
+
 test("block pool: no more than half the blocks are leased at once", () => {
   const pool = new BlockPool(4, 4096);
   const blocks = [pool.take()!, pool.take()!, pool.take()!];

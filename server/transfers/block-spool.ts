@@ -82,10 +82,12 @@ export class BlockPool {
   }
   /**
    * Lets a socket write read `block`'s memory in place, with no copy: the block is not reused until the
-   * returned release is called (once, when the write has ended). Undefined when half the pool is already
-   * leased: a stalled client then gets copies and cannot starve the pool.
+   * returned release is called (once, when the write has ended). Undefined for a block already free (the next
+   * take may reuse it: its bytes may be copied now, not later), and when half the pool is already leased: a
+   * stalled client then gets copies and cannot starve the pool.
    */
   lease(block: Block): (() => void) | undefined {
+    if (this.free.includes(block)) return undefined;
     if (!this.leases.has(block) && this.leases.size * 2 >= this.all.length) return undefined;
     this.leases.set(block, (this.leases.get(block) ?? 0) + 1);
     let released = false;
