@@ -75,13 +75,14 @@ async function* diskBlocks(
   }
 }
 
-/** Drops the first `count` bytes of a stream (a resumed export: the client has them). */
-function skipBytes(count: number): Transform {
+/** Drops the first `count` bytes of a stream (a resumed export: the client has them); a chunk dropped whole goes back to `buffers`. */
+function skipBytes(count: number, buffers: ReadBuffers | undefined): Transform {
   let left = count;
   return new Transform({
     transform(chunk: Buffer, _encoding, done) {
       if (left >= chunk.length) {
         left -= chunk.length;
+        buffers?.release(chunk);
         return done();
       }
       const rest = chunk.subarray(left);
@@ -140,7 +141,7 @@ export async function exportVm(ts: Toolstack, control: TaskControl, prepared: Pr
     const archive = writeXva({ ovaXml: prepared.ovaXml, disks: sources, checksum: options.checksum });
     const stages: Array<NodeJS.ReadableStream | NodeJS.WritableStream | NodeJS.ReadWriteStream> = [archive];
     if (options.compression !== null) stages.push(createParallelCompressor(options.compression));
-    if (offset > 0) stages.push(skipBytes(offset));
+    if (offset > 0) stages.push(skipBytes(offset, buffers));
     stages.push(buffers === undefined ? sink : releasingSink(sink, buffers));
     await pipeline(stages as Parameters<typeof pipeline>[0][], { signal: control.signal });
   } finally {
