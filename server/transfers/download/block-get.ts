@@ -3,9 +3,8 @@
 // every ~23 MiB (89 per 2 GiB, measured with --trace-gc), more CPU than the bytes themselves. Here the socket
 // reads (`onread`) straight into the blocks of a fixed pool where the body's bytes come unframed, else into
 // one buffer of its own and are copied, and the socket waits while no block is free: backpressure, flat
-// memory, no garbage per byte. The response framing
-// (Content-Length, chunked, or until close, as xapi sends) is read here because no maintained client reads
-// into caller-owned memory.
+// memory, no garbage per byte. The response framing (Content-Length, chunked, or until close, as xapi sends)
+// is read here because no maintained client reads into caller-owned memory.
 import { connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import type { Block, BlockPool } from "../block-spool.ts";

@@ -29,6 +29,15 @@ const SPACE_CHECK_BYTES = 256 * 1024 * 1024;
 /** Below this much free space an export stops rather than fill the disk. */
 const HARD_FLOOR_BYTES = 64 * 1024 * 1024;
 
+/** Bytes a download sends next, and what to call once the socket has taken them. */
+export interface SpoolPiece {
+  bytes: Buffer;
+  release: () => void;
+}
+
+/** The release of bytes that are the download's own (a copy): nothing to hand back. */
+export const OWN_BYTES = (): void => undefined;
+
 /** A download following a running export: how far it has read. */
 export interface LiveReader {
   position: number;
@@ -79,7 +88,7 @@ export class ExportJob extends EventEmitter {
    * own memory, leased until `release` (a socket write reads them with no copy); when the pool lets no more
    * be leased they are copied into `scratch`.
    */
-  recent(position: number, max: number, scratch: Buffer): { bytes: Buffer; release: () => void } | undefined {
+  recent(position: number, max: number, scratch: Buffer): SpoolPiece | undefined {
     if (position >= this.written) return undefined;
     const block = this.pool.find(position - this.base);
     if (block === undefined) return undefined;
@@ -89,7 +98,7 @@ export class ExportJob extends EventEmitter {
     if (release !== undefined) return { bytes: block.buffer.subarray(from, from + count), release };
     const copied = Math.min(count, scratch.length);
     block.buffer.copy(scratch, 0, from, from + copied);
-    return { bytes: scratch.subarray(0, copied), release: () => undefined };
+    return { bytes: scratch.subarray(0, copied), release: OWN_BYTES };
   }
   /** Downloads streaming this export as it is produced, each at its position; see `readersPast`. */
   private readonly live = new Set<LiveReader>();

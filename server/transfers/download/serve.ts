@@ -10,7 +10,7 @@ import { z } from "zod";
 import { sessionFromHeaders } from "../../auth/session.ts";
 import { webHeaders } from "../../web-headers.ts";
 import { alignedBuffers, DIRECT_ALIGN, SpoolReader } from "../block-spool.ts";
-import { addReader, continueExport, DownloadError, type ExportJob, type LiveReader, runningJob, startExport } from "./producer.ts";
+import { addReader, continueExport, DownloadError, type ExportJob, type LiveReader, OWN_BYTES, runningJob, type SpoolPiece, startExport } from "./producer.ts";
 import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
 
 /** Bytes per read of the spool: large reads, few syscalls. */
@@ -100,7 +100,7 @@ class SpoolRange {
    * keeps up with it (to be released once sent), else read from the disk into `scratch` (aligned, CHUNK +
    * DIRECT_ALIGN bytes).
    */
-  async next(scratch: Buffer): Promise<{ bytes: Buffer; release: () => void } | null> {
+  async next(scratch: Buffer): Promise<SpoolPiece | null> {
     const file = await this.handle;
     for (;;) {
       const want = this.end === undefined ? CHUNK : Math.min(CHUNK, this.end + 1 - this.position);
@@ -113,7 +113,7 @@ class SpoolRange {
       const bytes = await file.read(scratch, this.position, want);
       if (bytes.length > 0) {
         this.advance(bytes.length);
-        return { bytes, release: () => undefined };
+        return { bytes, release: OWN_BYTES };
       }
       const job = this.job;
       if (job === undefined || (job.status === "complete" && this.position >= job.written)) return null;
