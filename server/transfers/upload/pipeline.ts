@@ -22,6 +22,8 @@ const SEND_RING = 4;
 /** How often the follower looks at the spool's size when no PATCH has told it (a fallback; PATCHes notify). */
 const FOLLOW_POLL_MS = 250;
 const TASK_POLL_MS = 500;
+/** How long a cancelled earlier import may take to undo itself before the next one starts regardless. */
+const EARLIER_IMPORT_UNDO_MS = 60_000;
 /** Waits between fresh imports after a broken stream; the last repeats until MAX_BROKEN_MS has passed. */
 const RETRY_DELAYS_MS = [500, 1000, 2000, 5000, 10_000];
 const MAX_BROKEN_MS = 10 * 60_000;
@@ -211,17 +213,23 @@ export class ImportPipeline {
   /**
    * The import an earlier attempt started (before a console restart, or a session that ended): done if its
    * task succeeded meanwhile (its stream needed no session to finish), so the file is not imported twice;
-   * one still pending may wait for bytes that will never come and is cancelled (the toolstack undoes it).
+   * one still pending may wait for bytes that will never come and is cancelled. The toolstack undoes it before
+   * its task ends, so the next import waits for that: two copies of the VM and its disks never exist at once,
+   * and an import that succeeded as it was cancelled is kept rather than made again.
    */
   private async earlierImport(): Promise<Outcome | undefined> {
     const task = this.state.task;
     if (task === null) return undefined;
-    const record = await this.xapi().call(zTaskRecord, "task.get_record", task).catch((error: unknown) => {
+    const xapi = this.xapi();
+    let record = await xapi.call(zTaskRecord, "task.get_record", task).catch((error: unknown) => {
       if (error instanceof XenApiError && error.code === "SESSION_INVALID") throw error;
       return undefined;
     });
+    if (record?.status === "pending") await xapi.call(z.unknown(), "task.cancel", task).catch(() => undefined);
+    if (record?.status === "pending" || record?.status === "cancelling") {
+      record = await this.watchTask(xapi, task, AbortSignal.any([this.abort.signal, AbortSignal.timeout(EARLIER_IMPORT_UNDO_MS)]));
+    }
     if (record?.status === "success") return this.outcomeOf(record, undefined);
-    if (record?.status === "pending") await this.xapi().call(z.unknown(), "task.cancel", task).catch(() => undefined);
     return undefined;
   }
 

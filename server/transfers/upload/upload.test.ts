@@ -294,6 +294,14 @@ test("after a console restart, the browser's resume starts the import again from
   const cu = await startConsoleUnderTest(t);
   const { disk, xva, id, half } = await halfUploaded(cu, "survives a console restart", "restart.xva");
   const first = await until("the first import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
+  // The toolstack takes its time undoing the cut import (a loaded host): the new import waits for it.
+  const { TransferState } = await import("../../toolstack/vm-transfer/transfer-state.ts");
+  const undo = TransferState.prototype.undo;
+  TransferState.prototype.undo = async function (this: InstanceType<typeof TransferState>) {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    return undo.call(this);
+  };
+  t.after(() => void (TransferState.prototype.undo = undo));
   // The console process goes away (its imports stop mid-stream, what is on disk stays): the in-process
   // registry is dropped without a word to the toolstack, as a crash would.
   dropConsoleProcess();
