@@ -17,7 +17,10 @@ import { Readable } from "node:stream";
 import { openXva } from "../../xva/reader.ts";
 import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { decompressing } from "../../xva/compression.ts";
+import { setTimeout as delay } from "node:timers/promises";
 import { startTestToolstack, type TestToolstack } from "../storage-testing.ts";
+import { locateVdi } from "../vdi-records.ts";
+import { openVolume } from "./volume-io.ts";
 import { ROOT_PASSWORD } from "../testing.ts";
 import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva, vmObjects } from "./testing.ts";
@@ -94,6 +97,32 @@ describe("PUT /import", () => {
       assert.equal(task!.status, "success", `${name}: ${JSON.stringify(task!.error_info)}`);
       const [vm] = createdVms(task!);
       assert.ok((await readVdi(host.service.ts, await diskOf(vm!), disk)).equals(diskBytes(disk)), name);
+    }
+  });
+
+  test("a disk plugged by one user while another unplugs it: the second keeps it open and reads it whole", async (t) => {
+    const disk = sparseDisk();
+    const { task } = await importArchive(testXva({ name: "shared reads", disks: [disk] }));
+    const { ts } = host.service;
+    const vdi = await locateVdi(ts, await diskOf(createdVms(task!)[0]!));
+    const first = await openVolume(ts, vdi.sr, vdi.key, "ro");
+    // The second user's attach is slow: the first one's unplug (its close) comes between its open and attach.
+    const datapathFor = ts.storage.datapathFor;
+    ts.storage.datapathFor = async function (this: typeof ts.storage, uris) {
+      const found = await datapathFor.call(this, uris);
+      const call = found.plugin.client.call.bind(found.plugin.client);
+      const slowAttach = ((method: string, args: unknown) => (method === "Datapath.attach" ? delay(800).then(() => call(method as "Datapath.attach", args as never)) : call(method as "Datapath.attach", args as never))) as typeof call;
+      return { ...found, plugin: { ...found.plugin, client: { ...found.plugin.client, call: slowAttach } } };
+    };
+    t.after(() => void (ts.storage.datapathFor = datapathFor));
+    const second = openVolume(ts, vdi.sr, vdi.key, "ro");
+    await delay(200);
+    await first.close();
+    const opened = await second;
+    try {
+      assert.ok((await opened.client.read(0, disk.size)).equals(diskBytes(disk)));
+    } finally {
+      await opened.close();
     }
   });
 
