@@ -75,7 +75,7 @@ test("export downloads: the toolstack's bytes, resumed with Range and curl -C -,
     const first = await http(`${server.url}/${vm.uuid}.xva?compression=gzip&task=${encodeURIComponent(task)}`, { headers: { cookie } });
     assert.equal(first.status, 200);
     assert.equal(first.headers["x-hangar-task"], task);
-    const record = await console.toolstack.client.waitTask(task);
+    const record = await console.toolstack.client.waitTask(task, 10_000);
     assert.equal(record.status, "success");
     const again = await http(`${server.url}/${vm.uuid}.xva?compression=gzip&task=${encodeURIComponent(task)}`, { headers: { cookie } });
     assert.equal(again.status, 200);
@@ -94,6 +94,34 @@ test("export downloads: the toolstack's bytes, resumed with Range and curl -C -,
     assert.equal(stderr, "");
     const whole = await direct(etag, "false");
     assert.ok((await readFile(file)).equals(whole.body));
+  });
+
+  await t.test("the console's disk failing mid-export: the download is cut, the toolstack's export ends, a new download is whole", async () => {
+    const { SpoolWriter } = await import("../block-spool.ts");
+    const write = SpoolWriter.prototype.write;
+    let writes = 0;
+    // The disk fills up after the spool's first write.
+    SpoolWriter.prototype.write = function (this: import("../block-spool.ts").SpoolWriter, chunks: Buffer[]) {
+      if (writes++ === 0) return write.call(this, chunks);
+      return Promise.reject(Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" }));
+    };
+    // More data than the console's blocks hold: the export cannot end on its own while the console reads none.
+    const full = await importTestVm(console.toolstack, "export-full-disk", dataDisk(72));
+    const task = String(await console.toolstack.client.call("task.create", "Export onto a full disk", ""));
+    try {
+      const cut = await http(`${server.url}/${full.uuid}.xva?compression=none&task=${encodeURIComponent(task)}`, { headers: { cookie } }).catch((error: Error) => error);
+      assert.ok(cut instanceof Error || cut.body.length < 24 * 1024 * 1024, "the download did not end as if whole");
+      await settled(full.uuid);
+    } finally {
+      SpoolWriter.prototype.write = write;
+    }
+    // The toolstack's export stopped with its client (the console) gone, rather than waiting to send the rest.
+    const record = await console.toolstack.client.waitTask(task, 10_000);
+    assert.notEqual(record.status, "success");
+    const again = await http(`${server.url}/${full.uuid}.xva?compression=none`, { headers: { cookie } });
+    assert.equal(again.status, 200);
+    const whole = await http(`${console.toolstack.client.url}/export?session_id=${console.toolstack.client.session}&uuid=${full.uuid}&use_compression=false&offset=0&etag=${encodeURIComponent(String(again.headers.etag))}`);
+    assert.ok(again.body.equals(whole.body));
   });
 
   await t.test("a download that stops reading does not hold the export; it then gets every byte from the spool", async () => {

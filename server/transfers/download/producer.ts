@@ -357,6 +357,9 @@ async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from
           : (error as NodeJS.ErrnoException).code === "ENOSPC"
             ? new DownloadError(507, "The console's disk is full: the export was stopped.")
             : new DownloadError(502, `The export stopped before its end (${(error as Error).message}); download it again to continue it.`);
+      // The toolstack's answer is not read on: its connection goes, and the export's task with it (a paused
+      // socket would hold the export, and its disks plugged, for good).
+      response.cancel();
       job.finish(failure);
     } finally {
       await spool.close();
