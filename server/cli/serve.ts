@@ -1,4 +1,5 @@
 // `hangar serve`: runs the toolstack (XenAPI over JSON-RPC and XML-RPC, HTTP and HTTPS) until stopped.
+import { setTimeout as delay } from "node:timers/promises";
 import { poolRole } from "../config.ts";
 import { TOOLSTACK_FEATURES } from "../toolstack/features.ts";
 import { DEFAULT_MAX_API_BODY } from "../toolstack/http.ts";
@@ -91,6 +92,13 @@ export async function run(argv: string[]): Promise<number> {
     process.once("SIGTERM", stop);
     process.once("SIGINT", stop);
   });
-  await service.close();
+  const closed = await Promise.race([service.close().then(() => true), delay(SHUTDOWN_LIMIT_MS, false, { ref: false })]);
+  if (!closed) {
+    process.stderr.write(`hangar serve: the toolstack did not close within ${SHUTDOWN_LIMIT_MS / 1000} s (its database or a plugin not answering); exiting anyway\n`);
+    process.exit(1);
+  }
   return 0;
 }
+
+/** A stop that hangs (a database that no longer answers) still ends the process, as a service manager would. */
+const SHUTDOWN_LIMIT_MS = 15_000;
