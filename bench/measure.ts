@@ -50,6 +50,11 @@ export function formatSize(bytes: number): string {
 }
 
 /** Throughput in MB/s (10^6 bytes per second, as nbdcopy and dd print it). */
+/** Seconds of CPU per GiB moved (the median of `values`, each over `bytes`), as the notes print them. */
+export function perGiB(values: number[], bytes: number): string {
+  return (summarise(values).median / (bytes / GiB)).toFixed(1);
+}
+
 export function megabytesPerSecond(bytes: number, seconds: number): number {
   return bytes / 1e6 / seconds;
 }

@@ -14,7 +14,7 @@ import { SESSION_COOKIE } from "../../server/auth/session.ts";
 import { testXva } from "../../server/toolstack/vm-transfer/testing.ts";
 import { isFinished, taskResult, zTaskRecord, type TaskRecord } from "../../server/toolstack/xenapi/client.ts";
 import type { ConsoleService } from "../console/console-service.ts";
-import { formatSize, GiB, MiB, megabytesPerSecond, spread, summarise } from "../measure.ts";
+import { formatSize, MiB, megabytesPerSecond, perGiB, spread, summarise } from "../measure.ts";
 import { endedChildrenCpuSeconds, runCommand } from "../processes.ts";
 import type { Row } from "../table.ts";
 import type { BenchService } from "../toolstack/service.ts";
@@ -163,11 +163,6 @@ async function browserImport(browser: Browser, service: BenchService, site: Cons
 async function writeArchive(file: string, diskBytes: number): Promise<number> {
   await pipeline(testXva({ name: "bench upload", disks: [{ size: diskBytes, blocks: new PatternBlocks() }] }), createWriteStream(file));
   return (await stat(file)).size;
-}
-
-/** Seconds of CPU per GiB of the file, as the notes print them. */
-function perGiB(values: number[], bytes: number): string {
-  return (summarise(values).median / (bytes / GiB)).toFixed(1);
 }
 
 export async function benchUploadImport(service: BenchService, site: ConsoleService, sizeBytes: number, runs: number, dir: string): Promise<Row[]> {
