@@ -105,41 +105,66 @@ export class BlockPool {
   }
 }
 
+/**
+ * A spool file open twice: buffered, and with O_DIRECT where the filesystem has it. The direct handle goes at
+ * its first EINVAL (a filesystem that takes O_DIRECT opens but not such I/O): buffered from then on.
+ */
+class DirectFile {
+  readonly buffered: FileHandle;
+  direct: FileHandle | undefined;
+  private constructor(buffered: FileHandle, direct: FileHandle | undefined) {
+    this.buffered = buffered;
+    this.direct = direct;
+  }
+
+  static async open(path: string, bufferedFlags: string, directFlags: number): Promise<DirectFile> {
+    const buffered = await open(path, bufferedFlags);
+    const direct = await open(path, directFlags | constants.O_DIRECT).catch(() => undefined);
+    return new DirectFile(buffered, direct);
+  }
+
+  /** A direct read or write failed with `error`: EINVAL drops the direct handle (the caller goes buffered), anything else is thrown. */
+  async fallBack(error: unknown): Promise<void> {
+    if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
+    await this.direct?.close().catch(() => undefined);
+    this.direct = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.direct?.close().catch(() => undefined);
+    await this.buffered.close().catch(() => undefined);
+  }
+}
+
 /** A spool file written from `position` on: whole aligned blocks with O_DIRECT, the rest buffered. */
 export class SpoolWriter {
   position: number;
-  private readonly buffered: FileHandle;
-  private direct: FileHandle | undefined;
+  private readonly file: DirectFile;
   private dirty = 0;
   private syncing: Promise<void> | undefined;
 
-  private constructor(buffered: FileHandle, direct: FileHandle | undefined, position: number) {
-    this.buffered = buffered;
-    this.direct = direct;
+  private constructor(file: DirectFile, position: number) {
+    this.file = file;
     this.position = position;
   }
 
   /** Opens `path` for writing at `position` (`fresh`: made empty first), with O_DIRECT too where the filesystem has it. */
   static async open(path: string, position: number, options: { fresh: boolean }): Promise<SpoolWriter> {
-    const buffered = await open(path, options.fresh ? "w" : "r+");
-    const direct = await open(path, constants.O_WRONLY | constants.O_DIRECT).catch(() => undefined);
-    return new SpoolWriter(buffered, direct, position);
+    return new SpoolWriter(await DirectFile.open(path, options.fresh ? "w" : "r+", constants.O_WRONLY), position);
   }
 
   /** Writes `chunks` at the position, in one pwritev without copying them together; the rest of a short write goes again, buffered. */
   async write(chunks: Buffer[]): Promise<void> {
     let pending = chunks;
     let left = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
-    let direct = this.direct !== undefined && this.position % DIRECT_ALIGN === 0 && chunks.every((chunk) => chunk.length % DIRECT_ALIGN === 0 && chunk.byteOffset % DIRECT_ALIGN === 0);
+    let direct = this.file.direct !== undefined && this.position % DIRECT_ALIGN === 0 && chunks.every((chunk) => chunk.length % DIRECT_ALIGN === 0 && chunk.byteOffset % DIRECT_ALIGN === 0);
     while (left > 0) {
       let bytesWritten: number;
       try {
-        ({ bytesWritten } = await (direct ? this.direct! : this.buffered).writev(pending, this.position));
+        ({ bytesWritten } = await (direct ? this.file.direct! : this.file.buffered).writev(pending, this.position));
       } catch (error) {
-        if (!direct || (error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
-        // This filesystem takes O_DIRECT opens but not such writes: buffered from now on.
-        await this.direct?.close().catch(() => undefined);
-        this.direct = undefined;
+        if (!direct) throw error;
+        await this.file.fallBack(error);
         direct = false;
         continue;
       }
@@ -153,7 +178,7 @@ export class SpoolWriter {
     }
     if (this.syncing === undefined && this.dirty >= WRITE_BEHIND_BYTES) {
       this.dirty = 0;
-      this.syncing = this.buffered
+      this.syncing = this.file.buffered
         .datasync()
         .catch(() => undefined)
         .finally(() => (this.syncing = undefined));
@@ -167,8 +192,7 @@ export class SpoolWriter {
 
   async close(): Promise<void> {
     await this.syncing;
-    await this.direct?.close().catch(() => undefined);
-    await this.buffered.close().catch(() => undefined);
+    await this.file.close();
   }
 }
 
@@ -177,17 +201,13 @@ export class SpoolWriter {
  * and a buffered read filling the cache cost this VM more CPU than the rest of an upload's path in the console.
  */
 export class SpoolReader {
-  private readonly buffered: FileHandle;
-  private direct: FileHandle | undefined;
-  private constructor(buffered: FileHandle, direct: FileHandle | undefined) {
-    this.buffered = buffered;
-    this.direct = direct;
+  private readonly file: DirectFile;
+  private constructor(file: DirectFile) {
+    this.file = file;
   }
 
   static async open(path: string): Promise<SpoolReader> {
-    const buffered = await open(path, "r");
-    const direct = await open(path, constants.O_RDONLY | constants.O_DIRECT).catch(() => undefined);
-    return new SpoolReader(buffered, direct);
+    return new SpoolReader(await DirectFile.open(path, "r", constants.O_RDONLY));
   }
 
   /**
@@ -196,30 +216,27 @@ export class SpoolReader {
    * offset before `position` and reads whole pages.
    */
   async read(buffer: Buffer, position: number, max: number): Promise<Buffer> {
-    if (this.direct !== undefined && buffer.byteOffset % DIRECT_ALIGN === 0 && buffer.length % DIRECT_ALIGN === 0) {
+    const direct = this.file.direct;
+    if (direct !== undefined && buffer.byteOffset % DIRECT_ALIGN === 0 && buffer.length % DIRECT_ALIGN === 0) {
       const skip = position % DIRECT_ALIGN;
       const length = Math.min(buffer.length, Math.ceil((skip + max) / DIRECT_ALIGN) * DIRECT_ALIGN);
       try {
-        const { bytesRead } = await this.direct.read(buffer, 0, length, position - skip);
+        const { bytesRead } = await direct.read(buffer, 0, length, position - skip);
         return buffer.subarray(skip, Math.max(skip, Math.min(bytesRead, skip + max)));
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "EINVAL") throw error;
-        // This filesystem takes O_DIRECT opens but not such reads: buffered from now on.
-        await this.direct.close().catch(() => undefined);
-        this.direct = undefined;
+        await this.file.fallBack(error);
       }
     }
-    const { bytesRead } = await this.buffered.read(buffer, 0, Math.min(max, buffer.length), position);
+    const { bytesRead } = await this.file.buffered.read(buffer, 0, Math.min(max, buffer.length), position);
     return buffer.subarray(0, bytesRead);
   }
 
   /** The file's length now. */
   async size(): Promise<number> {
-    return (await this.buffered.stat()).size;
+    return (await this.file.buffered.stat()).size;
   }
 
   async close(): Promise<void> {
-    await this.direct?.close().catch(() => undefined);
-    await this.buffered.close().catch(() => undefined);
+    await this.file.close();
   }
 }
