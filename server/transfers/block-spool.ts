@@ -22,9 +22,13 @@ export const DIRECT_ALIGN = 4096;
  */
 const WRITE_BEHIND_BYTES = 64 * 1024 * 1024;
 
+/** The memories `alignedBuffers` made. A Buffer's byteOffset is where it starts in its ArrayBuffer, not where that lies in memory: a Buffer.alloc'd one at offset 0 is not page-aligned, and O_DIRECT I/O from it fails with EINVAL. */
+const alignedMemories = new WeakSet<ArrayBufferLike>();
+
 /** `count` buffers of `size` bytes in one WebAssembly memory: page-aligned (a Node Buffer is not), so O_DIRECT can use them when `size` is a multiple of 4 KiB. */
 export function alignedBuffers(count: number, size: number): Buffer[] {
   const memory = new WebAssembly.Memory({ initial: Math.ceil((count * size) / WASM_PAGE) });
+  alignedMemories.add(memory.buffer);
   return Array.from({ length: count }, (_, index) => Buffer.from(memory.buffer, index * size, size));
 }
 
@@ -105,6 +109,11 @@ export class BlockPool {
   }
 }
 
+/** Whether O_DIRECT can read into or write from `buffer`: page-aligned memory, whole pages. */
+function directable(buffer: Buffer): boolean {
+  return alignedMemories.has(buffer.buffer) && buffer.byteOffset % DIRECT_ALIGN === 0 && buffer.length % DIRECT_ALIGN === 0;
+}
+
 /**
  * A spool file open twice: buffered, and with O_DIRECT where the filesystem has it. The direct handle goes at
  * its first EINVAL (a filesystem that takes O_DIRECT opens but not such I/O): buffered from then on.
@@ -157,7 +166,7 @@ export class SpoolWriter {
   async write(chunks: Buffer[]): Promise<void> {
     let pending = chunks;
     let left = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
-    let direct = this.file.direct !== undefined && this.position % DIRECT_ALIGN === 0 && chunks.every((chunk) => chunk.length % DIRECT_ALIGN === 0 && chunk.byteOffset % DIRECT_ALIGN === 0);
+    let direct = this.file.direct !== undefined && this.position % DIRECT_ALIGN === 0 && chunks.every(directable);
     while (left > 0) {
       let bytesWritten: number;
       try {
@@ -217,7 +226,7 @@ export class SpoolReader {
    */
   async read(buffer: Buffer, position: number, max: number): Promise<Buffer> {
     const direct = this.file.direct;
-    if (direct !== undefined && buffer.byteOffset % DIRECT_ALIGN === 0 && buffer.length % DIRECT_ALIGN === 0) {
+    if (direct !== undefined && directable(buffer)) {
       const skip = position % DIRECT_ALIGN;
       const length = Math.min(buffer.length, Math.ceil((skip + max) / DIRECT_ALIGN) * DIRECT_ALIGN);
       try {
