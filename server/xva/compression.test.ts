@@ -139,6 +139,19 @@ describe("parallel compression, decoded by the real tools", () => {
     for (let at = compressed.indexOf("1f8b0800", 0, "hex"); at >= 0; at = compressed.indexOf("1f8b0800", at + 1, "hex")) members++;
     assert.ok(members >= 9, `${members} member headers`);
   });
+
+  test("zstd: one frame per chunk from contexts reused across chunks, each whole and checksummed", async () => {
+    // 9 MiB at 1 MiB chunks on 2 threads: 9 frames from at most 4 contexts, so each context ends several frames.
+    const input = data.subarray(0, 9 * MiB);
+    const compressed = await compress("zstd", input, { chunkSize: MiB, threads: 2 });
+    let frames = 0;
+    for (let at = compressed.indexOf("28b52ffd", 0, "hex"); at >= 0; at = compressed.indexOf("28b52ffd", at + 1, "hex")) frames++;
+    assert.ok(frames >= 9, `${frames} frame headers`);
+    // The zstd CLI checks every frame's content checksum.
+    const decoded = await runTool("zstd", ["-d", "-c", "-q"], compressed);
+    assert.equal(decoded.code, 0, decoded.stderr);
+    assert.equal(decoded.hash, createHash("sha256").update(input).digest("hex"));
+  });
 });
 
 describe("decompressing()", () => {
