@@ -8,7 +8,8 @@ import { socketAccepts } from "../server/nbd/socket-probe.ts";
 
 const running = new Set<ChildProcess>();
 
-function track(child: ChildProcess): ChildProcess {
+/** Stopped with the run (stopTrackedProcesses), also on Ctrl-C. */
+export function track(child: ChildProcess): ChildProcess {
   running.add(child);
   child.once("exit", () => running.delete(child));
   return child;

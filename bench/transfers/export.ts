@@ -7,11 +7,12 @@ import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
+import { freePort } from "../../server/free-port.ts";
 import { http, patternBlock, testXva } from "../../server/toolstack/vm-transfer/testing.ts";
 import { parseXmlRpcValue } from "../../server/toolstack/xenapi/xml-rpc.ts";
 import type { ConsoleService } from "../console/console-service.ts";
 import { formatSize, MiB, megabytesPerSecond, perGiB, summarise } from "../measure.ts";
-import { endedChildrenCpuSeconds, runCommand } from "../processes.ts";
+import { endedChildrenCpuSeconds, runCommand, track } from "../processes.ts";
 import { type Row, unavailableRow } from "../table.ts";
 import type { BenchService } from "../toolstack/service.ts";
 import { rssBytes, treeCpuSeconds } from "./process-tree.ts";
@@ -33,21 +34,12 @@ async function curlSeconds(url: string, headers: string[]): Promise<{ seconds: n
   return { seconds: seconds!, bytes: bytes! };
 }
 
-/** A port of 127.0.0.1 free just now. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 /** socat relaying a local port to `target` (1 MiB reads and writes); its CPU (with its forks', which it reaps). */
 async function relay(target: URL): Promise<{ url: URL; cpu: () => number; stop: () => void }> {
   const port = await freePort();
-  const child = spawn("socat", ["-b1048576", `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork`, `TCP:${target.hostname}:${target.port}`], { stdio: ["ignore", "ignore", "pipe"] });
+  const child = track(spawn("socat", ["-b1048576", `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork`, `TCP:${target.hostname}:${target.port}`], { stdio: ["ignore", "ignore", "pipe"] }));
   let errors = "";
-  child.stderr.setEncoding("utf8").on("data", (text: string) => (errors += text));
+  child.stderr!.setEncoding("utf8").on("data", (text: string) => (errors += text));
   const failed = new Promise<never>((_, reject) => {
     child.once("error", (error) => reject(new Error(`socat could not run (${error.message}): apt-get install socat`)));
     child.once("exit", (code) => reject(new Error(`socat exited (${code}): ${errors.trim()}`)));
