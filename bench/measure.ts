@@ -49,12 +49,12 @@ export function formatSize(bytes: number): string {
   return `${Math.round((bytes / MiB) * 10) / 10} MiB`;
 }
 
-/** Throughput in MB/s (10^6 bytes per second, as nbdcopy and dd print it). */
 /** Seconds of CPU per GiB moved (the median of `values`, each over `bytes`), as the notes print them. */
 export function perGiB(values: number[], bytes: number): string {
   return (summarise(values).median / (bytes / GiB)).toFixed(1);
 }
 
+/** Throughput in MB/s (10^6 bytes per second, as nbdcopy and dd print it). */
 export function megabytesPerSecond(bytes: number, seconds: number): number {
   return bytes / 1e6 / seconds;
 }
