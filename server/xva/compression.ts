@@ -31,7 +31,6 @@ class Framer {
   /** Made ready for the next member or frame. A finished deflate stream takes no more input until reset (which keeps its memory; Node's Gzip has it, its types do not say so); zstd starts the next frame by itself. */
   private readonly restart: () => void;
   private pieces: Buffer[] = [];
-  private failure: Error | null = null;
 
   constructor(kind: Compression, level: number) {
     if (kind === "gzip") {
@@ -45,7 +44,8 @@ class Framer {
       this.restart = () => undefined;
     }
     this.stream.on("data", (piece: Buffer) => this.pieces.push(piece));
-    this.stream.on("error", (error: Error) => (this.failure = error));
+    // An error between frames is read from `errored` by the next; without a listener it would be thrown.
+    this.stream.on("error", () => undefined);
   }
 
   /** `data` as one whole member or frame: its output pieces, in order. */
@@ -56,7 +56,7 @@ class Framer {
       this.stream.write(data);
       this.stream.flush(this.end, () => {
         this.stream.off("error", failed);
-        if (this.failure !== null || this.stream.destroyed) return reject(this.failure ?? new Error("the compression context was closed"));
+        if (this.stream.destroyed) return reject(this.stream.errored ?? new Error("the compression context was closed"));
         // Output pushed but not yet emitted is the end of this one: read() emits it now, before the next one's.
         while (this.stream.read() !== null);
         this.restart();
