@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import { chromium, type Browser, type Page } from "@playwright/test";
 import { z } from "zod";
-import { formatBytes } from "../components/format.ts";
+import { formatBytes } from "../lib/format.ts";
 import { srUri } from "../server/plugins/uris.ts";
 import { type ConsoleService, startConsole, trpcQuery } from "./console/console-service.ts";
 import { positiveEnv, summarise, timeSeconds } from "./measure.ts";

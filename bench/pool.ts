@@ -10,7 +10,7 @@ import { z } from "zod";
 import { freePort } from "../server/free-port.ts";
 import { startTestPostgres } from "../server/toolstack/db/testing.ts";
 import { ROOT_PASSWORD, type ServeProcess, startServeProcess } from "../server/toolstack/testing.ts";
-import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../server/xenapi/client.ts";
 import { formatSize, GiB, interleave, megabytesPerSecond, spread } from "./measure.ts";
 import { cpuSeconds } from "./processes.ts";
 import { renderTable, unavailableRow, type Row } from "./table.ts";

@@ -10,7 +10,7 @@ import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { MiB } from "../server/toolstack/vm-transfer/testing.ts";
-import { XenApiClient, zTaskRecord } from "../server/toolstack/xenapi/client.ts";
+import { XenApiClient, zTaskRecord } from "../server/xenapi/client.ts";
 import { anonymousTest as test, E2E_PASSWORD, expect, logIn } from "./fixtures.ts";
 import { disk, dropFile, expectDiskBytes, progressOf, spoolDir, toolstackUrl, writeArchive } from "./transfer-helpers.ts";
 

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { toolstackPort } from "../playwright.config.ts";
-import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../server/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
 test("the dashboard shows SR health counts and capacity", async ({ page }) => {

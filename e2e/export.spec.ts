@@ -5,7 +5,7 @@ import { readFile } from "node:fs/promises";
 import { toolstackPort } from "../playwright.config.ts";
 import { collect, http, testXva } from "../server/toolstack/vm-transfer/testing.ts";
 import { cutDownload, dataDisk } from "../server/transfers/download/testing.ts";
-import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../server/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
 const toolstackUrl = `http://127.0.0.1:${toolstackPort}`;

@@ -3,7 +3,7 @@
 // says it is live; at 360 px one card per host and nothing scrolls sideways. Screenshots in light and dark.
 import { z } from "zod";
 import { toolstackPort } from "../playwright.config.ts";
-import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../server/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
 async function theHost(): Promise<{ name: string; address: string }> {

@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import { z } from "zod";
 import { toolstackPort } from "../playwright.config.ts";
-import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../server/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
 test("the default SR's page shows four charts that fill within ~10 s; the range switches", async ({ page }) => {

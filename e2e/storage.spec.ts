@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { toolstackPort } from "../playwright.config.ts";
-import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../server/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
 const unique = () => `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;

@@ -2,7 +2,7 @@
 // disks and SR, opened, renamed and destroyed with its disks from the UI.
 import { z } from "zod";
 import { toolstackPort } from "../playwright.config.ts";
-import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../server/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
 const MiB = 1024 * 1024;

@@ -3,7 +3,7 @@
 import { type Locator, type Page } from "@playwright/test";
 import { z } from "zod";
 import { toolstackPort } from "../playwright.config.ts";
-import { XenApiClient } from "../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../server/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 
 async function defaultSr(): Promise<{ uuid: string; name: string }> {

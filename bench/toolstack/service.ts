@@ -3,10 +3,10 @@
 // with as little client work as possible (the body built once, the answer checked for success only).
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { XenApiClient } from "../../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../../server/xenapi/client.ts";
 import { ROOT_PASSWORD, startServeProcess } from "../../server/toolstack/testing.ts";
-import type { XenValue } from "../../server/toolstack/xenapi/values.ts";
-import { formatXmlRpcCall } from "../../server/toolstack/xenapi/xml-rpc.ts";
+import type { XenValue } from "../../server/xenapi/values.ts";
+import { formatXmlRpcCall } from "../../server/xenapi/xml-rpc.ts";
 import { cpuSeconds } from "../processes.ts";
 
 export type Wire = "JSON-RPC" | "XML-RPC";

@@ -4,7 +4,7 @@
 // /proc while the transfer runs (a daemon leaves by itself once its volume is released). Peak memory is the
 // service's VmHWM, reset before each transfer through clear_refs.
 import { readFileSync, writeFileSync } from "node:fs";
-import { XenApiClient } from "../../server/toolstack/xenapi/client.ts";
+import { XenApiClient } from "../../server/xenapi/client.ts";
 import { ROOT_PASSWORD, startServeProcess } from "../../server/toolstack/testing.ts";
 import { cpuSeconds, processesWithEnv } from "../processes.ts";
 

@@ -5,7 +5,7 @@ import { request as httpRequest } from "node:http";
 import type { Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
-import { taskResult } from "../../server/toolstack/xenapi/client.ts";
+import { taskResult } from "../../server/xenapi/client.ts";
 import { timeSeconds } from "../measure.ts";
 import { runCommand } from "../processes.ts";
 import { type Cost, meterService, type XvaService } from "./service.ts";

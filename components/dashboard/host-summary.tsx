@@ -1,7 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { plural } from "@/components/format.ts";
+import { plural } from "@/lib/format.ts";
 import { HOST_LIST_REFETCH_MS } from "@/components/hosts/host-list.tsx";
 import { hostNote, hostTitle, LiveBadge } from "@/components/hosts/host-status.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";

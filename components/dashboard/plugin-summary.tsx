@@ -1,5 +1,5 @@
 import Link from "next/link";
-import { plural } from "@/components/format.ts";
+import { plural } from "@/lib/format.ts";
 import { Badge } from "@/components/ui/badge.tsx";
 import { Card, CardDescription, CardHeader, CardTitle } from "@/components/ui/card.tsx";
 import { Panel } from "@/components/ui/panel.tsx";

@@ -3,7 +3,7 @@
 import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import type { ReactNode } from "react";
-import { plural } from "@/components/format.ts";
+import { plural } from "@/lib/format.ts";
 import { CapacityBar } from "@/components/storage/capacity-bar.tsx";
 import { HealthWithReason } from "@/components/storage/sr-health.tsx";
 import { SR_LIST_REFETCH_MS, srHref } from "@/components/storage/sr-list.tsx";

@@ -1,5 +1,5 @@
 // Datasource values for people, by the unit the sampler reports (B, B/s, requests/s, ms).
-import { formatBytes, formatRate } from "../format.ts";
+import { formatBytes, formatRate } from "../../lib/format.ts";
 
 function compact(value: number): string {
   if (value === 0) return "0";

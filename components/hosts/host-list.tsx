@@ -1,7 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { plural } from "@/components/format.ts";
+import { plural } from "@/lib/format.ts";
 import { srHref } from "@/components/storage/sr-list.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Badge } from "@/components/ui/badge.tsx";

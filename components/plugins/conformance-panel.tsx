@@ -2,7 +2,7 @@
 
 import { skipToken, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
-import { formatDuration, plural } from "@/components/format.ts";
+import { formatDuration, plural } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";

@@ -1,4 +1,4 @@
-import { formatDuration, plural } from "@/components/format.ts";
+import { formatDuration, plural } from "@/lib/format.ts";
 import { Badge, type BadgeTone } from "@/components/ui/badge.tsx";
 import type { TConformanceRun } from "@/server/api/conformance/schema.ts";
 

@@ -2,7 +2,7 @@ import { useId, type ReactNode } from "react";
 import { Badge } from "@/components/ui/badge.tsx";
 import { Card, CardContent, CardDescription, CardFooter, CardHeader, CardTitle } from "@/components/ui/card.tsx";
 import { cn } from "@/components/ui/cn.ts";
-import { plural, stated } from "@/components/format.ts";
+import { plural, stated } from "@/lib/format.ts";
 import type { TDerivedFeature, TRegisteredPlugin } from "@/server/api/plugins/schema.ts";
 import { ConformancePanel } from "./conformance-panel.tsx";
 import { PluginDiagnostics } from "./plugin-diagnostics.tsx";

@@ -2,7 +2,7 @@
 
 import { useQuery } from "@tanstack/react-query";
 import { useId } from "react";
-import { plural } from "@/components/format.ts";
+import { plural } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Badge } from "@/components/ui/badge.tsx";
 import { Button } from "@/components/ui/button.tsx";

@@ -1,4 +1,4 @@
-import { formatBytes, formatPercent } from "@/components/format.ts";
+import { formatBytes, formatPercent } from "@/lib/format.ts";
 import { cn } from "@/components/ui/cn.ts";
 
 /** Amber past this share used, red past the next: a nearly full SR fails writes. */

@@ -3,7 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useEffect, useId, useRef, useState, type FormEvent } from "react";
-import { formatBytes } from "@/components/format.ts";
+import { formatBytes } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Badge } from "@/components/ui/badge.tsx";

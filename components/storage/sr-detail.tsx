@@ -4,7 +4,7 @@ import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { useId, type ReactNode } from "react";
-import { plural } from "@/components/format.ts";
+import { plural } from "@/lib/format.ts";
 import { SrCharts } from "@/components/datasources/sr-charts.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";

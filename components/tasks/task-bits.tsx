@@ -1,4 +1,4 @@
-import { formatDuration, formatRate, formatTimeLeft } from "@/components/format.ts";
+import { formatDuration, formatRate, formatTimeLeft } from "@/lib/format.ts";
 import { Badge, type BadgeTone } from "@/components/ui/badge.tsx";
 import type { TTask, TTaskState } from "@/server/api/tasks/schema.ts";
 

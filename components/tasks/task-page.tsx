@@ -2,7 +2,7 @@
 
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useState } from "react";
-import { formatBytes, formatDuration, formatPercent, formatRate, formatRelativeTime, plural } from "@/components/format.ts";
+import { formatBytes, formatDuration, formatPercent, formatRate, formatRelativeTime, plural } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Badge } from "@/components/ui/badge.tsx";

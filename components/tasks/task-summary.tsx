@@ -1,7 +1,7 @@
 "use client";
 
 import Link from "next/link";
-import { formatPercent, formatRelativeTime, plural } from "@/components/format.ts";
+import { formatPercent, formatRelativeTime, plural } from "@/lib/format.ts";
 import { Panel } from "@/components/ui/panel.tsx";
 import { ProgressBar } from "@/components/ui/progress-bar.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";

@@ -2,7 +2,7 @@
 
 import { useMutation, useQuery } from "@tanstack/react-query";
 import { useId, useState } from "react";
-import { formatDuration, formatPercent, formatTimeLeft } from "@/components/format.ts";
+import { formatDuration, formatPercent, formatTimeLeft } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";

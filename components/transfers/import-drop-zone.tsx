@@ -5,7 +5,7 @@
 // state and error in words from its toolstack task.
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, useState, useSyncExternalStore, type DragEvent } from "react";
-import { formatBytes, formatRate, formatTimeLeft } from "@/components/format.ts";
+import { formatBytes, formatRate, formatTimeLeft } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";

@@ -3,7 +3,7 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useRouter } from "next/navigation";
 import { useId, useState } from "react";
-import { formatBytes, plural } from "@/components/format.ts";
+import { formatBytes, plural } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";

@@ -1,4 +1,4 @@
-import { formatBytes, plural } from "@/components/format.ts";
+import { formatBytes, plural } from "@/lib/format.ts";
 import { Badge, type BadgeTone } from "@/components/ui/badge.tsx";
 import type { TVmDisk } from "@/server/api/vms/schema.ts";
 import { IntentLink } from "@/components/ui/intent-link.tsx";

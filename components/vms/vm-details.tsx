@@ -3,7 +3,7 @@
 import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useId, useState } from "react";
-import { formatBytes, plural } from "@/components/format.ts";
+import { formatBytes, plural } from "@/lib/format.ts";
 import { PageHeader } from "@/components/page-header.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Button, buttonClasses } from "@/components/ui/button.tsx";

@@ -1,7 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { formatBytes, plural } from "@/components/format.ts";
+import { formatBytes, plural } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Panel } from "@/components/ui/panel.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";

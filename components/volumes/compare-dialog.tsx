@@ -4,7 +4,7 @@
 // of the group differs; the counts are also given in words for screen readers.
 import { useQuery } from "@tanstack/react-query";
 import { useMemo } from "react";
-import { formatBytes, formatPercent } from "@/components/format.ts";
+import { formatBytes, formatPercent } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Button } from "@/components/ui/button.tsx";
 import { Dialog, DialogActions } from "@/components/ui/dialog.tsx";

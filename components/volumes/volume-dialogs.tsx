@@ -6,7 +6,7 @@
 import { useMutation, useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useState, type FormEvent, type ReactNode } from "react";
-import { formatBytes } from "@/components/format.ts";
+import { formatBytes } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";

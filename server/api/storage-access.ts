@@ -9,8 +9,8 @@ import type { MethodName, Params, Result } from "../storage/interface.ts";
 import { fetchPoolRegistry } from "../storage/pool-registry.ts";
 import { type PluginKind, type PluginRegistry, type RegisteredPlugin, scanPluginRoot } from "../storage/registry.ts";
 import { toolstackUrl } from "../config.ts";
-import { hostUrl } from "../toolstack/hosts.ts";
-import type { XenApiClient } from "../toolstack/xenapi/client.ts";
+import { hostUrl } from "../xenapi/host-url.ts";
+import type { XenApiClient } from "../xenapi/client.ts";
 import { toTRPCError } from "./storage-error.ts";
 
 /** The `dbg` of the console's plugin calls. */

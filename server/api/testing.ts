@@ -5,7 +5,7 @@ import { type ConsoleSession, SESSION_COOKIE, logIn } from "../auth/session.ts";
 import { defaultPluginRoot } from "../storage/registry.ts";
 import { ROOT_PASSWORD } from "../toolstack/testing.ts";
 import { type TestToolstack, startTestToolstack } from "../toolstack/storage-testing.ts";
-import { XenApiClient } from "../toolstack/xenapi/client.ts";
+import { XenApiClient } from "../xenapi/client.ts";
 import { createCaller } from "./root.ts";
 import { createTRPCContext } from "./trpc.ts";
 

@@ -6,7 +6,7 @@ import { initTRPC, TRPCError } from "@trpc/server";
 import { z, ZodError } from "zod";
 import { type ConsoleSession, clientFor, sessionFromHeaders } from "../auth/session.ts";
 import { defaultPluginRoot } from "../storage/registry.ts";
-import type { XenApiClient } from "../toolstack/xenapi/client.ts";
+import type { XenApiClient } from "../xenapi/client.ts";
 import { consoleError } from "./xenapi-error.ts";
 
 /**

@@ -3,8 +3,8 @@
 // carries it back; the toolstack stays the one judge of whether it is still valid.
 import { z } from "zod";
 import { toolstackUrl } from "../config.ts";
-import { XenApiClient } from "../toolstack/xenapi/client.ts";
-import { XenApiError } from "../toolstack/xenapi/errors.ts";
+import { XenApiClient } from "../xenapi/client.ts";
+import { XenApiError } from "../xenapi/errors.ts";
 import { seal, unseal } from "./seal.ts";
 
 export const SESSION_COOKIE = "hangar_session";

@@ -2,7 +2,7 @@
 // asked on a terminal), a session for the command's work, and objects named the ways people name them.
 import { z } from "zod";
 import { UsageError } from "./usage.ts";
-import { XenApiClient } from "../toolstack/xenapi/client.ts";
+import { XenApiClient } from "../xenapi/client.ts";
 
 export const DEFAULT_URL = "http://127.0.0.1:8080";
 

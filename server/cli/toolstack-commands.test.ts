@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { ROOT_PASSWORD, type ServeProcess, startServeProcess, tempDataDir } from "../toolstack/testing.ts";
 import { toolstackCommands } from "./toolstack-commands.ts";
-import { XenApiClient, zTaskRecord } from "../toolstack/xenapi/client.ts";
+import { XenApiClient, zTaskRecord } from "../xenapi/client.ts";
 
 const HANGAR = fileURLToPath(new URL("../../bin/hangar", import.meta.url));
 

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { formatSize, ProgressMeter, progressBar, progressLine } from "./progress.ts";
 import { DEFAULT_URL, resolveRef, withClient } from "./connection.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
-import { isFinished, type TaskRecord, taskResult, XenApiClient, zInt64, zTaskRecord } from "../toolstack/xenapi/client.ts";
+import { isFinished, type TaskRecord, taskResult, XenApiClient, zInt64, zTaskRecord } from "../xenapi/client.ts";
 
 
 interface Command {

@@ -14,7 +14,7 @@ import { formatDuration, formatSize, TransferMeter, transferBar, transferLine } 
 import { packLegacyDirectory } from "../xva/legacy.ts";
 import { DEFAULT_URL, resolveRef, withClient } from "./connection.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
-import { type TaskRecord, taskResult, XenApiClient } from "../toolstack/xenapi/client.ts";
+import { type TaskRecord, taskResult, XenApiClient } from "../xenapi/client.ts";
 
 /** Exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
 const INTERRUPTED = 130;

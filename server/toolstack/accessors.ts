@@ -3,10 +3,10 @@
 import { z } from "zod";
 import { objectErrors } from "./object-errors.ts";
 import type { Toolstack } from "./toolstack.ts";
-import { xenErrors } from "./xenapi/errors.ts";
-import { method, type MethodDef } from "./xenapi/methods.ts";
-import { zRef, zString, zStringMap } from "./xenapi/params.ts";
-import type { XenRecord, XenValue } from "./xenapi/values.ts";
+import { xenErrors } from "../xenapi/errors.ts";
+import { method, type MethodDef } from "./methods.ts";
+import { zRef, zString, zStringMap } from "../xenapi/params.ts";
+import type { XenRecord, XenValue } from "../xenapi/values.ts";
 
 export interface RecordSource {
   all(ts: Toolstack): Promise<Map<string, XenRecord>>;

@@ -21,9 +21,10 @@ import { objectErrors } from "./object-errors.ts";
 import { type AttachedSr, attachedSr, DBG, hasFeature, requireLocal } from "./srs.ts";
 import { TASK_KIND_KEY, type TaskControl } from "./tasks.ts";
 import type { Toolstack } from "./toolstack.ts";
-import { announceChanges, fieldKeys, type LocatedVdi, markOperation, rememberVdi, setVolumeKeys, vdiRef, volumeFields } from "./vdi-records.ts";
-import type { XenApiError } from "./xenapi/errors.ts";
-import type { XenRecord, XenValue } from "./xenapi/values.ts";
+import { announceChanges, fieldKeys, type LocatedVdi, markOperation, rememberVdi, setVolumeKeys, volumeFields } from "./vdi-records.ts";
+import { vdiRef } from "../xenapi/vdi-identity.ts";
+import type { XenApiError } from "../xenapi/errors.ts";
+import type { XenRecord, XenValue } from "../xenapi/values.ts";
 
 /** The task kind (other_config[TASK_KIND_KEY]) whose recovery is recoverDataTask. */
 export const DATA_TASK_KIND = "data-operation";

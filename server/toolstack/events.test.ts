@@ -9,9 +9,9 @@ import { bothEngines, type TestEngine } from "./db/testing.ts";
 import { EventLog } from "./events.ts";
 import { ObjectStore } from "./objects.ts";
 import { openTestToolstack, ROOT_PASSWORD } from "./testing.ts";
-import { XenApiError } from "./xenapi/errors.ts";
-import { invoke } from "./xenapi/methods.ts";
-import { XenDouble, type XenRecord } from "./xenapi/values.ts";
+import { XenApiError } from "../xenapi/errors.ts";
+import { invoke } from "./methods.ts";
+import { XenDouble, type XenRecord } from "../xenapi/values.ts";
 
 interface Log {
   db: Database;

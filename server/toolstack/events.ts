@@ -4,8 +4,8 @@
 // EVENTS_LOST (the client then reads everything again, as xapi clients do). Classes are answered in lower
 // case, as xapi names them in events and valid_ref_counts ("vm", "sr", "pbd").
 import type { Database, Queryable } from "./db/database.ts";
-import { xenErrors } from "./xenapi/errors.ts";
-import { present, type XenRecord, type XenValue } from "./xenapi/values.ts";
+import { xenErrors } from "../xenapi/errors.ts";
+import { present, type XenRecord, type XenValue } from "../xenapi/values.ts";
 
 const MAX_EVENTS = 10_000;
 /** Events read from the database at a time. */

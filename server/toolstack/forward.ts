@@ -2,12 +2,13 @@
 // its `Async.` form with the caller's session, as xapi forwards calls to the host that has the storage. The
 // caller of the plain form gets the outcome once the task, shared through the database, has ended.
 import { setTimeout as sleep } from "node:timers/promises";
-import { hostErrors, hostUrl } from "./hosts.ts";
+import { hostErrors } from "./hosts.ts";
+import { hostUrl } from "../xenapi/host-url.ts";
 import type { Toolstack } from "./toolstack.ts";
-import { jsonRpcCall } from "./xenapi/client.ts";
-import { XenApiError, xenErrors } from "./xenapi/errors.ts";
-import type { XenValue } from "./xenapi/values.ts";
-import { parseXmlRpcValue } from "./xenapi/xml-rpc.ts";
+import { jsonRpcCall } from "../xenapi/client.ts";
+import { XenApiError, xenErrors } from "../xenapi/errors.ts";
+import type { XenValue } from "../xenapi/values.ts";
+import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 
 const TASK_POLL_MS = 200;
 

@@ -6,14 +6,13 @@
 import { hostname } from "node:os";
 import type { Database, Queryable } from "./db/database.ts";
 import type { ObjectStore, StoredObject } from "./objects.ts";
-import { XenApiError } from "./xenapi/errors.ts";
-import { NULL_REF, type XenRecord, type XenValue } from "./xenapi/values.ts";
+import { XenApiError } from "../xenapi/errors.ts";
+import { NULL_REF, type XenRecord } from "../xenapi/values.ts";
+import { HTTP_PORT_KEY, HTTPS_PORT_KEY } from "../xenapi/host-url.ts";
 
 /** A host is taken for dead once its heartbeat is this many intervals old. */
 const DEAD_AFTER_BEATS = 5;
 /** host other_config keys of the ports the host serves on (what redirects and pool calls are sent to). */
-export const HTTP_PORT_KEY = "hangar-http-port";
-export const HTTPS_PORT_KEY = "hangar-https-port";
 
 export const API_VERSION = { major: 2, minor: 21 } as const;
 
@@ -182,13 +181,6 @@ export class PoolMembership {
     await this.#db.run("DELETE FROM host_heartbeats WHERE host_ref = ?", [this.#self]);
     await this.#objects.set("host", this.#self, { live: false });
   }
-}
-
-/** The base URL of a host's service (`http://address:port`), from its record (the toolstack's, or a client's copy). */
-export function hostUrl(record: { address?: XenValue; other_config?: XenValue }, scheme: "http" | "https" = "http"): string {
-  const address = String(record.address);
-  const port = (record.other_config as Record<string, string> | undefined)?.[scheme === "http" ? HTTP_PORT_KEY : HTTPS_PORT_KEY];
-  return `${scheme}://${address.includes(":") ? `[${address}]` : address}${port === undefined ? "" : `:${port}`}`;
 }
 
 function hostRecord(uuid: string, address: string): XenRecord {

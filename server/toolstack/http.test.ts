@@ -5,8 +5,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { describe, test, type TestContext } from "node:test";
 import { ROOT_PASSWORD, serveTestToolstack } from "./testing.ts";
 import type { ServeOptions } from "./serve.ts";
-import type { XenValue } from "./xenapi/values.ts";
-import { formatXmlRpcCall, parseXmlRpcValue } from "./xenapi/xml-rpc.ts";
+import type { XenValue } from "../xenapi/values.ts";
+import { formatXmlRpcCall, parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 
 interface Reply {
   status: number;

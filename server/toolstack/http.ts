@@ -2,16 +2,16 @@
 // with a cap on body size; other paths (the /import and /export family) are added as routes.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Toolstack } from "./toolstack.ts";
-import { toXenApiError } from "./xenapi/errors.ts";
+import { toXenApiError } from "./xenapi-errors.ts";
 import {
   formatJsonRpcError,
   formatJsonRpcRequestError,
   formatJsonRpcResult,
   JsonRpcRequestError,
   parseJsonRpcCall,
-} from "./xenapi/json-rpc.ts";
-import { invokeSafely } from "./xenapi/methods.ts";
-import { formatXmlRpcFailure, formatXmlRpcSuccess, parseXmlRpcCall, XmlRpcParseError } from "./xenapi/xml-rpc.ts";
+} from "../xenapi/json-rpc.ts";
+import { invokeSafely } from "./methods.ts";
+import { formatXmlRpcFailure, formatXmlRpcSuccess, parseXmlRpcCall, XmlRpcParseError } from "../xenapi/xml-rpc.ts";
 
 /** Largest API request body accepted (HANGAR_API_MAX_BODY bytes); uploads go to /import, not here. */
 export const DEFAULT_MAX_API_BODY = 16 * 1024 * 1024;

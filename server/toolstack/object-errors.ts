@@ -1,6 +1,6 @@
 // XenAPI errors of the storage and VM classes, spelt and parameterised as xapi reports them (the core's own
 // are in xenapi/errors.ts).
-import { XenApiError } from "./xenapi/errors.ts";
+import { XenApiError } from "../xenapi/errors.ts";
 
 export const objectErrors = {
   srOperationNotSupported: (sr: string) => new XenApiError("SR_OPERATION_NOT_SUPPORTED", [sr]),

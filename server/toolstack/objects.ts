@@ -2,8 +2,8 @@
 // appends an event in the same transaction, so event.from sees exactly what was committed.
 import type { Database, Queryable } from "./db/database.ts";
 import type { EventLog } from "./events.ts";
-import { xenErrors } from "./xenapi/errors.ts";
-import { newRef, type XenRecord } from "./xenapi/values.ts";
+import { xenErrors } from "../xenapi/errors.ts";
+import { newRef, type XenRecord } from "../xenapi/values.ts";
 
 export interface StoredObject {
   ref: string;

@@ -19,8 +19,8 @@ import { openXva } from "../xva/reader.ts";
 import { startTestPostgres, type TestPostgres } from "./db/testing.ts";
 import { ROOT_PASSWORD, type ServeProcess, startServeProcess } from "./testing.ts";
 import { collect, diskBytes, MiB, patternBlock, type TestDisk, testXva } from "./vm-transfer/testing.ts";
-import { XenApiClient, zTaskRecord } from "./xenapi/client.ts";
-import { parseXmlRpcValue } from "./xenapi/xml-rpc.ts";
+import { XenApiClient, zTaskRecord } from "../xenapi/client.ts";
+import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 
 const run = promisify(execFile);
 const HANGAR = fileURLToPath(new URL("../../bin/hangar", import.meta.url));

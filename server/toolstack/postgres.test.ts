@@ -9,7 +9,7 @@ import { after, before, test } from "node:test";
 import { z } from "zod";
 import { startTestPostgres, type TestPostgres } from "./db/testing.ts";
 import { ROOT_PASSWORD, startServeProcess } from "./testing.ts";
-import { XenApiClient } from "./xenapi/client.ts";
+import { XenApiClient } from "../xenapi/client.ts";
 
 let cluster: TestPostgres;
 before(async () => {

@@ -9,8 +9,8 @@ import { bothEngines, type TestEngine } from "./db/testing.ts";
 import { Sessions } from "./sessions.ts";
 import { openTestToolstack, ROOT_PASSWORD, tempDataDir } from "./testing.ts";
 import { openToolstack } from "./toolstack.ts";
-import { XenApiError } from "./xenapi/errors.ts";
-import { invoke } from "./xenapi/methods.ts";
+import { XenApiError } from "../xenapi/errors.ts";
+import { invoke } from "./methods.ts";
 
 const xenError = (code: string, params?: string[]) => (error: unknown) =>
   error instanceof XenApiError && error.code === code && (params === undefined || JSON.stringify(error.params) === JSON.stringify(params));

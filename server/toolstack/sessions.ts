@@ -4,8 +4,8 @@
 import { randomBytes, scrypt, timingSafeEqual } from "node:crypto";
 import { promisify } from "node:util";
 import type { Database } from "./db/database.ts";
-import { xenErrors } from "./xenapi/errors.ts";
-import { newRef, xenDate } from "./xenapi/values.ts";
+import { xenErrors } from "../xenapi/errors.ts";
+import { newRef, xenDate } from "../xenapi/values.ts";
 
 const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, keylen: number, options: { N: number; r: number; p: number }) => Promise<Buffer>;
 const SCRYPT = { N: 16384, r: 8, p: 1 } as const;

@@ -9,8 +9,8 @@ import { hostErrors } from "./hosts.ts";
 import type { StoredObject } from "./objects.ts";
 import { poolEndpoint } from "./plugin-service.ts";
 import type { Toolstack } from "./toolstack.ts";
-import { XenApiError, xenErrors } from "./xenapi/errors.ts";
-import type { XenRecord } from "./xenapi/values.ts";
+import { XenApiError, xenErrors } from "../xenapi/errors.ts";
+import type { XenRecord } from "../xenapi/values.ts";
 
 /** The `dbg` of every plugin call the toolstack makes. */
 export const DBG = "hangar toolstack";

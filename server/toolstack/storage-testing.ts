@@ -9,8 +9,8 @@ import { isPidRunning } from "../plugins/filesr/liveness.ts";
 import { TOOLSTACK_FEATURES } from "./features.ts";
 import { type RunningToolstack, serveToolstack } from "./serve.ts";
 import { ROOT_PASSWORD, tempDataDir } from "./testing.ts";
-import { XenApiError } from "./xenapi/errors.ts";
-import { jsonRpcCall } from "./xenapi/client.ts";
+import { XenApiError } from "../xenapi/errors.ts";
+import { jsonRpcCall } from "../xenapi/client.ts";
 
 export const MiB = 1024 * 1024;
 

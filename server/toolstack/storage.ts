@@ -2,7 +2,7 @@
 // the volume plugin of an SR type and the datapath plugin for a volume's URIs, exactly as a host's
 // toolstack calls them (compat-notes §1).
 import { chooseDatapath, defaultPluginRoot, type PluginRegistry, type RegisteredPlugin, type ScanOptions, scanPluginRoot, volumePluginOfType } from "../storage/registry.ts";
-import { xenErrors } from "./xenapi/errors.ts";
+import { xenErrors } from "../xenapi/errors.ts";
 
 export class Storage {
   readonly root: string;

@@ -9,11 +9,11 @@ import { StorageError } from "../storage/errors.ts";
 import { FINISHED_TASK_TTL_MS, TASK_KIND_KEY } from "./tasks.ts";
 import { openTestToolstack, ROOT_PASSWORD, tempDataDir } from "./testing.ts";
 import { openToolstack, type Toolstack } from "./toolstack.ts";
-import { XenApiError } from "./xenapi/errors.ts";
-import { invoke, method } from "./xenapi/methods.ts";
-import { zString } from "./xenapi/params.ts";
-import { XenDouble, xenDate, type XenRecord } from "./xenapi/values.ts";
-import { parseXmlRpcValue } from "./xenapi/xml-rpc.ts";
+import { XenApiError } from "../xenapi/errors.ts";
+import { invoke, method } from "./methods.ts";
+import { zString } from "../xenapi/params.ts";
+import { XenDouble, xenDate, type XenRecord } from "../xenapi/values.ts";
+import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 
 const xenError = (code: string) => (error: unknown) => error instanceof XenApiError && error.code === code;
 

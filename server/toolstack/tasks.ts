@@ -5,9 +5,10 @@
 import type { Queryable } from "./db/database.ts";
 import { hostErrors } from "./hosts.ts";
 import type { ObjectStore, StoredObject } from "./objects.ts";
-import { toXenApiError, XenApiError, xenErrors } from "./xenapi/errors.ts";
-import { encodeXmlRpcValue } from "./xenapi/xml-rpc.ts";
-import { NULL_REF, xenDate, type XenRecord, type XenValue } from "./xenapi/values.ts";
+import { XenApiError, xenErrors } from "../xenapi/errors.ts";
+import { toXenApiError } from "./xenapi-errors.ts";
+import { encodeXmlRpcValue } from "../xenapi/xml-rpc.ts";
+import { NULL_REF, xenDate, type XenRecord, type XenValue } from "../xenapi/values.ts";
 
 export const FINISHED_TASK_TTL_MS = 24 * 60 * 60 * 1000;
 /** Progress is written at most this often (a copy reports many times a second). */

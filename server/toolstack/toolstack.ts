@@ -17,7 +17,7 @@ import { ObjectStore } from "./objects.ts";
 import { Sessions } from "./sessions.ts";
 import { Storage } from "./storage.ts";
 import { Tasks } from "./tasks.ts";
-import { MethodTable, type MethodDef } from "./xenapi/methods.ts";
+import { MethodTable, type MethodDef } from "./methods.ts";
 
 export { API_VERSION };
 const HOUSEKEEPING_MS = 60_000;

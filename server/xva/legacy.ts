@@ -9,8 +9,8 @@ import { Readable } from "node:stream";
 import { XMLParser } from "fast-xml-parser";
 import { pack as tarPack } from "tar-stream";
 import { z } from "zod";
-import type { XenRecord } from "../toolstack/xenapi/values.ts";
-import { entityDecoder } from "../toolstack/xenapi/xml-rpc.ts";
+import type { XenRecord } from "../xenapi/values.ts";
+import { entityDecoder } from "../xenapi/xml-rpc.ts";
 import { OvaXmlError, type OvaObject, type OvaXml } from "./ova-xml.ts";
 
 /** Gunzipped, every chunk of a disk is exactly a decimal gigabyte, except the disk's last. */

@@ -2,8 +2,8 @@
 // {class, id, snapshot} where snapshot is the object's full record and references name other objects' ids.
 // The XML-RPC value model is the toolstack's own (xml-rpc.ts); only the layout on top of it is here.
 import { z } from "zod";
-import { encodeXmlRpcValue, parseXmlRpcValue } from "../toolstack/xenapi/xml-rpc.ts";
-import { NULL_REF, type XenRecord, type XenValue } from "../toolstack/xenapi/values.ts";
+import { encodeXmlRpcValue, parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
+import { NULL_REF, type XenRecord, type XenValue } from "../xenapi/values.ts";
 
 export class OvaXmlError extends Error {}
 

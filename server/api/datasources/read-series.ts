@@ -4,7 +4,7 @@
 import { z } from "zod";
 import { consoleSampler } from "../../datasources/console-sampler.ts";
 import { SAMPLE_INTERVAL_MS, type DatasourceSampler, type WatchedSr } from "../../datasources/sampler.ts";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
 import { accessSr, callPlugin, CONSOLE_DBG, hostLabel, hostPlugins, type PoolHost, poolHosts, type SrAccess } from "../storage-access.ts";
 import type { TSeriesResponse, TSeriesSchema } from "./schema.ts";
 

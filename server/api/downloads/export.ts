@@ -1,9 +1,9 @@
 // The Export dialog's side of a download: a task made beforehand (so the dialog and the Tasks page follow the
 // export from its first byte), the console route's URL naming it, and that task's progress.
 import { z } from "zod";
-import { type XenApiClient, zTaskRecord } from "../../toolstack/xenapi/client.ts";
+import { type XenApiClient, zTaskRecord } from "../../xenapi/client.ts";
 import { parseXenDate } from "../tasks/list-tasks.ts";
-import { describeTaskError } from "../xenapi-error.ts";
+import { describeTaskError } from "../../xenapi/error-descriptions.ts";
 import type { TExportCompression, TExportProgressResponse, TStartExportResponse } from "./schema.ts";
 
 const ZVmBrief = z.looseObject({ uuid: z.string(), name_label: z.string() });

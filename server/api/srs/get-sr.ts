@@ -2,9 +2,9 @@
 // the health reason is current. A detached SR, or one whose plugin fails or hangs, still answers: with the
 // reason in its health instead of an error, so the page can say why and offer what helps.
 import { z } from "zod";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
 import { StorageError } from "../../storage/errors.ts";
-import { describeXenApiError } from "../xenapi-error.ts";
+import { describeXenApiError } from "../../xenapi/error-descriptions.ts";
 import { accessSr, CONSOLE_DBG, callPlugin, poolHosts } from "../storage-access.ts";
 import { readPool, summarize, ZPbdRecord, ZSrRecord } from "./records.ts";
 import type { TGetSrResponse } from "./schema.ts";

@@ -2,7 +2,7 @@
 // volume plugins of the console's plugin root (Plugin.query: name, configuration keys, features).
 import { z } from "zod";
 import { featureName, type RegisteredPlugin } from "../../storage/registry.ts";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
 import { pluginRegistry } from "../storage-access.ts";
 import { toTRPCError } from "../storage-error.ts";
 import type { TListSrTypesResponse, TSrType } from "./schema.ts";

@@ -1,9 +1,9 @@
 // The toolstack records an SR summary is made of (SR, its PBDs, the pool's default_SR), checked with zod,
 // and the summary itself. One place, so the list and the SR page say the same things the same way.
 import { z } from "zod";
-import { type XenApiClient, zInt64 } from "../../toolstack/xenapi/client.ts";
+import { type XenApiClient, zInt64 } from "../../xenapi/client.ts";
 import { hostLabel, type PoolHost } from "../storage-access.ts";
-import { describeXenApiError } from "../xenapi-error.ts";
+import { describeXenApiError } from "../../xenapi/error-descriptions.ts";
 import { type TSrHealth, type TSrHost, type TSrSummary, ZSrHealthTag } from "./schema.ts";
 
 export const ZSrRecord = z.looseObject({

@@ -1,9 +1,9 @@
 // Changes go through the toolstack as tasks (Async.<call>), so they show on the task page and obey the
 // session's permissions; the console waits for each one server-side and answers its outcome in words.
 import { z } from "zod";
-import { type XenApiClient, taskResult } from "../../toolstack/xenapi/client.ts";
-import { XenApiError } from "../../toolstack/xenapi/errors.ts";
-import type { XenValue } from "../../toolstack/xenapi/values.ts";
+import { type XenApiClient, taskResult } from "../../xenapi/client.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
+import type { XenValue } from "../../xenapi/values.ts";
 
 export interface TaskOutcome {
   task: string;

@@ -2,7 +2,7 @@
 // cancelled. Records as the toolstack makes them; no toolstack call is needed for tasks without data state.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
 import { classify, describeTask, parseXenDate, withoutStackTrace, ZTaskListRecord } from "./list-tasks.ts";
 
 const noToolstack = {} as XenApiClient;

@@ -3,9 +3,9 @@
 // operation that runs), rate, time left, and the reason of a failure in words.
 import { z } from "zod";
 import type { RegisteredPlugin } from "../../storage/registry.ts";
-import { type XenApiClient, zInt64, zTaskRecord } from "../../toolstack/xenapi/client.ts";
+import { type XenApiClient, zInt64, zTaskRecord } from "../../xenapi/client.ts";
 import { CONSOLE_DBG, hostPlugins, type PluginPlace, type PoolHost, poolHosts } from "../storage-access.ts";
-import { describeTaskError } from "../xenapi-error.ts";
+import { describeTaskError } from "../../xenapi/error-descriptions.ts";
 import type { TListTasksResponse, TTask, TTaskKind, TTaskState } from "./schema.ts";
 
 /** other_config keys the toolstack writes on data tasks (server/toolstack/data-tasks.ts). */

@@ -4,7 +4,7 @@
 // choices come from the toolstack's SRs and VDIs.
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import { type XenApiClient, zInt64 } from "../../toolstack/xenapi/client.ts";
+import { type XenApiClient, zInt64 } from "../../xenapi/client.ts";
 import type { TCopySourcesResponse, TStartDataTaskInput } from "./schema.ts";
 
 const ZSr = z.looseObject({

@@ -1,7 +1,7 @@
 // The tRPC side of import from URL: refusals (a forbidden address, an SR without room…) become BAD_REQUEST in words.
 import { TRPCError } from "@trpc/server";
 import type { ConsoleSession } from "../../auth/session.ts";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
 import { UploadRefusal } from "../../transfers/upload/validate.ts";
 import { UrlRefusal } from "../../transfers/url-import/safe-fetch.ts";
 import { cancelUrlImport, startUrlImport } from "../../transfers/url-import/import-url.ts";

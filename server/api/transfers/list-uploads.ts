@@ -3,8 +3,8 @@ import { stat } from "node:fs/promises";
 import { type ConsoleSession, isSessionValid } from "../../auth/session.ts";
 import { runningPipeline } from "../../transfers/upload/pipeline.ts";
 import { allStates, spoolFile } from "../../transfers/upload/state.ts";
-import { type XenApiClient, zTaskRecord } from "../../toolstack/xenapi/client.ts";
-import { describeTaskError } from "../xenapi-error.ts";
+import { type XenApiClient, zTaskRecord } from "../../xenapi/client.ts";
+import { describeTaskError } from "../../xenapi/error-descriptions.ts";
 import type { UploadSummary } from "./schema.ts";
 
 export async function listUploads(xapi: XenApiClient, session: ConsoleSession, ids?: readonly string[]): Promise<{ uploads: UploadSummary[] }> {

@@ -1,7 +1,7 @@
 // VM changes, each one toolstack task (Async.<call>): it shows on the task page and obeys the session's
 // permissions; the console waits for it and answers the task, or its failure in words.
 import { runTask } from "../srs/run-task.ts";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
 
 export async function renameVm(xapi: XenApiClient, ref: string, name: string): Promise<{ task: string }> {
   return { task: (await runTask(xapi, "VM.set_name_label", ref, name)).task };

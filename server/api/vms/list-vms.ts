@@ -2,8 +2,8 @@
 // disk: VDI.get_all_records is one SR.ls per SR, and a VDI on an SR that cannot be listed shows as unknown.
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
-import { XenApiError } from "../../toolstack/xenapi/errors.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
 import { isListedVm, NULL_REF, type VbdRecord, type VdiRecord, type VmRecord, ZVbdRecord, ZVdiRecord, ZVifRecord, ZVmRecord } from "./records.ts";
 import type { TGetVmResponse, TListVmsResponse, TVmDisk, TVmSummary } from "./schema.ts";
 

@@ -1,6 +1,6 @@
 // The XenAPI fields the VM pages read, checked at the boundary (int64s may come as strings).
 import { z } from "zod";
-import { zInt64 } from "../../toolstack/xenapi/client.ts";
+import { zInt64 } from "../../xenapi/client.ts";
 
 export const NULL_REF = "OpaqueRef:NULL";
 

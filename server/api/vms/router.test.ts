@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
 import { startConsoleUnderTest } from "../testing.ts";
 
 const MiB = 1024 * 1024;

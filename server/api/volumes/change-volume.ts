@@ -2,8 +2,8 @@
 // the console waits for (quick) or hands to the task page (a copy to another SR).
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import { formatBytes } from "../../../components/format.ts";
-import { type XenApiClient, zInt64 } from "../../toolstack/xenapi/client.ts";
+import { formatBytes } from "../../../lib/format.ts";
+import { type XenApiClient, zInt64 } from "../../xenapi/client.ts";
 import { runTask, srFreeSpace, startTask, uuidOfResult, vdiRefOf } from "./volume-tasks.ts";
 
 type Change = { uuid: string | null; task: string };

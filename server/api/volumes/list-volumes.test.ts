@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Volume } from "../../storage/types.ts";
-import { vdiUuid } from "../../toolstack/vdi-records.ts";
+import { vdiUuid } from "../../xenapi/vdi-identity.ts";
 import { volumeRows } from "./list-volumes.ts";
 import { mergeRanges } from "./read-volume.ts";
 

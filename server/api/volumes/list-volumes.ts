@@ -2,8 +2,8 @@
 // way the toolstack reads them: snapshots and their originals from the keys it keeps on each volume,
 // clone-on-boot transients hidden, the uuid the toolstack gives a volume without one.
 import type { Volume } from "../../storage/types.ts";
-import { KEYS, OTHER_CONFIG_PREFIX, vdiUuid } from "../../toolstack/vdi-records.ts";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import { KEYS, OTHER_CONFIG_PREFIX, vdiUuid } from "../../xenapi/vdi-identity.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
 import { rememberVolumeCount } from "../srs/volume-counts.ts";
 import { CONSOLE_DBG, accessSr, callPlugin } from "../storage-access.ts";
 import type { TListVolumesResponse, TVolumeRow } from "./schema.ts";

@@ -3,8 +3,8 @@
 // console; the toolstack's VDI ref is looked up at each change, so a volume destroyed in another window is
 // refused in words (UUID_INVALID / HANDLE_INVALID), never acted on by a stale ref.
 import { z } from "zod";
-import { type TaskRecord, taskResult, type XenApiClient, zInt64 } from "../../toolstack/xenapi/client.ts";
-import { XenApiError } from "../../toolstack/xenapi/errors.ts";
+import { type TaskRecord, taskResult, type XenApiClient, zInt64 } from "../../xenapi/client.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
 
 /** The VDI ref of a volume uuid (UUID_INVALID when the volume is gone). */
 export function vdiRefOf(xapi: XenApiClient, uuid: string): Promise<string> {

@@ -1,8 +1,8 @@
 // event.from (classes, token, timeout) and event.inject, as xapi's clients use them to wait on tasks and
 // keep caches; event.get_current_id for older clients.
-import { method } from "../xenapi/methods.ts";
-import { zFloat, zRef, zString, zStringList } from "../xenapi/params.ts";
-import { xenErrors } from "../xenapi/errors.ts";
+import { method } from "../methods.ts";
+import { zFloat, zRef, zString, zStringList } from "../../xenapi/params.ts";
+import { xenErrors } from "../../xenapi/errors.ts";
 
 /** Longest event.from wait honoured, whatever the client asks (its HTTP request stays open that long). */
 const MAX_TIMEOUT_S = 60;

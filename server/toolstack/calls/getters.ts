@@ -1,8 +1,8 @@
 // The read calls every stored class has: get_all, get_all_records, get_record, get_by_uuid,
 // get_by_name_label, and get_<field> for the fields named.
-import { method, type MethodDef } from "../xenapi/methods.ts";
-import { zRef, zString } from "../xenapi/params.ts";
-import { present, type XenValue } from "../xenapi/values.ts";
+import { method, type MethodDef } from "../methods.ts";
+import { zRef, zString } from "../../xenapi/params.ts";
+import { present, type XenValue } from "../../xenapi/values.ts";
 
 export function objectGetters(cls: string, fields: readonly string[] = []): MethodDef[] {
   return [

@@ -2,8 +2,8 @@
 import { type FieldSpec, fieldSetter, mapFieldCalls, parseCreateRecord, zRecordArg } from "../accessors.ts";
 import { objectErrors } from "../object-errors.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { method } from "../xenapi/methods.ts";
-import { zBool, zInt, zRef, zString, zStringList, zStringMap } from "../xenapi/params.ts";
+import { method } from "../methods.ts";
+import { zBool, zInt, zRef, zString, zStringList, zStringMap } from "../../xenapi/params.ts";
 import { objectGetters } from "./getters.ts";
 
 const NETWORK_CREATE: FieldSpec = {

@@ -5,9 +5,9 @@ import { type FieldSpec, parseCreateRecord, zRecordArg } from "../accessors.ts";
 import { objectErrors } from "../object-errors.ts";
 import { plugPbd, type StringMap, unplugPbd } from "../srs.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { xenErrors } from "../xenapi/errors.ts";
-import { method } from "../xenapi/methods.ts";
-import { zRef, zStringMap } from "../xenapi/params.ts";
+import { xenErrors } from "../../xenapi/errors.ts";
+import { method } from "../methods.ts";
+import { zRef, zStringMap } from "../../xenapi/params.ts";
 import { objectGetters } from "./getters.ts";
 
 const PBD_FIELDS = ["uuid", "host", "SR", "device_config", "currently_attached", "other_config"];

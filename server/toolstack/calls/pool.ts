@@ -2,10 +2,10 @@
 import { fieldSetter, mapFieldCalls } from "../accessors.ts";
 import { hostErrors } from "../hosts.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { xenErrors } from "../xenapi/errors.ts";
-import { method } from "../xenapi/methods.ts";
-import { zRef, zString } from "../xenapi/params.ts";
-import { NULL_REF } from "../xenapi/values.ts";
+import { xenErrors } from "../../xenapi/errors.ts";
+import { method } from "../methods.ts";
+import { zRef, zString } from "../../xenapi/params.ts";
+import { NULL_REF } from "../../xenapi/values.ts";
 import { objectGetters } from "./getters.ts";
 
 const POOL_FIELDS = [

@@ -1,9 +1,9 @@
 // session.*: log in with a user's password (2 or 4 parameters, as clients send them), log out, and the
 // session's own record.
-import { method } from "../xenapi/methods.ts";
-import { zRef, zString } from "../xenapi/params.ts";
-import { xenErrors } from "../xenapi/errors.ts";
-import { xenDate } from "../xenapi/values.ts";
+import { method } from "../methods.ts";
+import { zRef, zString } from "../../xenapi/params.ts";
+import { xenErrors } from "../../xenapi/errors.ts";
+import { xenDate } from "../../xenapi/values.ts";
 
 export const sessionCalls = [
   // 2 parameters, or 4 (version, originator) as newer clients send them.

@@ -22,10 +22,10 @@ import {
 } from "../srs.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { forgetSrVdis, listSr, vdiRefsOfSr } from "../vdi-records.ts";
-import { xenErrors } from "../xenapi/errors.ts";
-import { method } from "../xenapi/methods.ts";
-import { zBool, zInt, zRef, zString, zStringMap } from "../xenapi/params.ts";
-import { NULL_REF, type XenRecord } from "../xenapi/values.ts";
+import { xenErrors } from "../../xenapi/errors.ts";
+import { method } from "../methods.ts";
+import { zBool, zInt, zRef, zString, zStringMap } from "../../xenapi/params.ts";
+import { NULL_REF, type XenRecord } from "../../xenapi/values.ts";
 import { createPbd } from "./pbd.ts";
 
 /** SR operations and the plugin feature each needs (null: the toolstack's own). */

@@ -1,9 +1,9 @@
 // task.*: the stored task records with their getters, create (a client's own task, e.g. for /import),
 // its status and progress as the client sets them, cancel and destroy.
-import { method } from "../xenapi/methods.ts";
-import { zFloat, zRef, zString } from "../xenapi/params.ts";
-import { xenErrors } from "../xenapi/errors.ts";
-import { xenDate } from "../xenapi/values.ts";
+import { method } from "../methods.ts";
+import { zFloat, zRef, zString } from "../../xenapi/params.ts";
+import { xenErrors } from "../../xenapi/errors.ts";
+import { xenDate } from "../../xenapi/values.ts";
 import { objectGetters } from "./getters.ts";
 
 export const taskCalls = [

@@ -4,10 +4,10 @@ import { type FieldSpec, fieldSetter, mapFieldCalls, parseCreateRecord, zRecordA
 import { objectErrors } from "../object-errors.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { announceChanges, findVdiLocation } from "../vdi-records.ts";
-import { xenErrors } from "../xenapi/errors.ts";
-import { method } from "../xenapi/methods.ts";
-import { zBool, zRef, zString, zStringMap } from "../xenapi/params.ts";
-import { NULL_REF } from "../xenapi/values.ts";
+import { xenErrors } from "../../xenapi/errors.ts";
+import { method } from "../methods.ts";
+import { zBool, zRef, zString, zStringMap } from "../../xenapi/params.ts";
+import { NULL_REF } from "../../xenapi/values.ts";
 import { objectGetters } from "./getters.ts";
 
 export const VBD_CREATE: FieldSpec = {

@@ -8,8 +8,8 @@ import { openVolumeData } from "../../plugins/filesr/index.ts";
 import type { PluginClient } from "../../storage/client.ts";
 import { defaultPluginRoot, scanPluginRoot } from "../../storage/registry.ts";
 import { assertXenError, MiB, startTestToolstack, type TestToolstack, type XenApiClient } from "../storage-testing.ts";
-import { vdiRef, vdiUuid } from "../vdi-records.ts";
-import { XEN_DATE } from "../xenapi/values.ts";
+import { vdiRef, vdiUuid } from "../../xenapi/vdi-identity.ts";
+import { XEN_DATE } from "../../xenapi/values.ts";
 
 type Rec = Record<string, unknown>;
 const dbg = "toolstack VDI test";

@@ -13,21 +13,20 @@ import {
   announceChanges,
   currentOperations,
   fieldKeys,
-  KEYS,
   listAllVdis,
   listSr,
   type LocatedVdi,
   locateVdi,
-  OTHER_CONFIG_PREFIX,
   rememberVdi,
   setVolumeKeys,
   VDI_TYPES,
   vdiRecord,
 } from "../vdi-records.ts";
-import { xenErrors } from "../xenapi/errors.ts";
-import { method, type MethodOptions } from "../xenapi/methods.ts";
-import { zBool, zInt, zRef, zString, zStringMap } from "../xenapi/params.ts";
-import { NULL_REF, xenDate, type XenRecord } from "../xenapi/values.ts";
+import { xenErrors } from "../../xenapi/errors.ts";
+import { KEYS, OTHER_CONFIG_PREFIX } from "../../xenapi/vdi-identity.ts";
+import { method, type MethodOptions } from "../methods.ts";
+import { zBool, zInt, zRef, zString, zStringMap } from "../../xenapi/params.ts";
+import { NULL_REF, xenDate, type XenRecord } from "../../xenapi/values.ts";
 import { defaultSr } from "./pool.ts";
 
 const VDI_FIELDS = [

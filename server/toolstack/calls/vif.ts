@@ -4,9 +4,9 @@ import { randomBytes } from "node:crypto";
 import { type FieldSpec, mapFieldCalls, parseCreateRecord, zRecordArg } from "../accessors.ts";
 import { objectErrors } from "../object-errors.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { method } from "../xenapi/methods.ts";
-import { zInt, zRef, zString, zStringList, zStringMap } from "../xenapi/params.ts";
-import { NULL_REF } from "../xenapi/values.ts";
+import { method } from "../methods.ts";
+import { zInt, zRef, zString, zStringList, zStringMap } from "../../xenapi/params.ts";
+import { NULL_REF } from "../../xenapi/values.ts";
 import { objectGetters } from "./getters.ts";
 import { chooseDevice } from "./vbd.ts";
 

@@ -4,10 +4,10 @@
 import { type FieldSpec, fieldSetter, mapFieldCalls, parseCreateRecord, zRecordArg } from "../accessors.ts";
 import { objectErrors } from "../object-errors.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { xenErrors } from "../xenapi/errors.ts";
-import { method } from "../xenapi/methods.ts";
-import { zBool, zFloat, zInt, zRef, zString, zStringList, zStringMap } from "../xenapi/params.ts";
-import { NULL_REF, type XenRecord, xenDate } from "../xenapi/values.ts";
+import { xenErrors } from "../../xenapi/errors.ts";
+import { method } from "../methods.ts";
+import { zBool, zFloat, zInt, zRef, zString, zStringList, zStringMap } from "../../xenapi/params.ts";
+import { NULL_REF, type XenRecord, xenDate } from "../../xenapi/values.ts";
 import { objectGetters } from "./getters.ts";
 import { announceVdis } from "./vbd.ts";
 import { destroyVdi } from "./vdi.ts";

@@ -10,7 +10,7 @@ import { decompressing } from "../../xva/compression.ts";
 import { openXva } from "../../xva/reader.ts";
 import { startTestToolstack, type TestToolstack, XenApiClient } from "../storage-testing.ts";
 import { startServeProcess, tempDataDir } from "../testing.ts";
-import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
+import { parseXmlRpcValue } from "../../xenapi/xml-rpc.ts";
 import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "./testing.ts";
 
 describe("hangar serve killed mid-import", () => {

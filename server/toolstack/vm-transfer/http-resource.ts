@@ -7,8 +7,9 @@ import { z } from "zod";
 import type { Session } from "../sessions.ts";
 import type { TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { toXenApiError, XenApiError, xenErrors } from "../xenapi/errors.ts";
-import type { XenValue } from "../xenapi/values.ts";
+import { XenApiError, xenErrors } from "../../xenapi/errors.ts";
+import { toXenApiError } from "../xenapi-errors.ts";
+import type { XenValue } from "../../xenapi/values.ts";
 
 export const REALM = "xapi";
 

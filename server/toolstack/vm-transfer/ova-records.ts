@@ -6,8 +6,8 @@ import type { OvaObject, OvaXml } from "../../xva/ova-xml.ts";
 import type { StoredObject } from "../objects.ts";
 import { API_VERSION, type Toolstack } from "../toolstack.ts";
 import { locateVdi, type LocatedVdi, vdiRecord } from "../vdi-records.ts";
-import { XenApiError } from "../xenapi/errors.ts";
-import { NULL_REF, present, xenDate, type XenRecord, type XenValue } from "../xenapi/values.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
+import { NULL_REF, present, xenDate, type XenRecord, type XenValue } from "../../xenapi/values.ts";
 
 /** The version block Hangar writes: low xapi numbers, which every importer accepts (compat-notes §2). */
 export function exportVersion(date = new Date()): OvaXml["version"] {

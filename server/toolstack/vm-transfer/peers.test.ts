@@ -14,7 +14,7 @@ import { createClient, type Xapi } from "xen-api";
 import { formatOvaXml } from "../../xva/ova-xml.ts";
 import { startTestToolstack, type TestToolstack } from "../storage-testing.ts";
 import { ROOT_PASSWORD } from "../testing.ts";
-import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
+import { parseXmlRpcValue } from "../../xenapi/xml-rpc.ts";
 import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva, vmObjects } from "./testing.ts";
 
 const run = promisify(execFile);

@@ -7,13 +7,15 @@ import { PassThrough, type Readable } from "node:stream";
 import { z } from "zod";
 import type { Compression } from "../../xva/compression.ts";
 import { defaultSr } from "../calls/pool.ts";
-import { hostErrors, hostUrl } from "../hosts.ts";
+import { hostErrors } from "../hosts.ts";
+import { hostUrl } from "../../xenapi/host-url.ts";
 import { expectsContinue, type Route } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
 import { attachedSr } from "../srs.ts";
 import { findVdiLocation } from "../vdi-records.ts";
 import type { Feature, Toolstack } from "../toolstack.ts";
-import { toXenApiError, XenApiError } from "../xenapi/errors.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
+import { toXenApiError } from "../xenapi-errors.ts";
 import { etagDate, exportDisposition, exportVm, type PreparedExport, prepareExport } from "./export.ts";
 import {
   answerRefusal,

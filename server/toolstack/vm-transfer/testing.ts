@@ -8,7 +8,7 @@ import { type XvaBlock, writeXva } from "../../xva/writer.ts";
 import type { XvaChecksumKind } from "../../xva/format.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { locateVdi } from "../vdi-records.ts";
-import type { XenRecord } from "../xenapi/values.ts";
+import type { XenRecord } from "../../xenapi/values.ts";
 import { exportVersion } from "./ova-records.ts";
 import { openVolume } from "./volume-io.ts";
 

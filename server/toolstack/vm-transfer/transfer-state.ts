@@ -9,8 +9,8 @@ import { attachedSr, DBG } from "../srs.ts";
 import { TASK_KIND_KEY, type TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { announceChanges } from "../vdi-records.ts";
-import { XenApiError } from "../xenapi/errors.ts";
-import type { XenRecord } from "../xenapi/values.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
+import type { XenRecord } from "../../xenapi/values.ts";
 
 export const TRANSFER_TASK_KIND = "vm-transfer";
 const STATE_KEY = "hangar:vm-transfer";

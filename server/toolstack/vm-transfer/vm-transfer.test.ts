@@ -22,7 +22,7 @@ import { startTestToolstack, type TestToolstack } from "../storage-testing.ts";
 import { locateVdi } from "../vdi-records.ts";
 import { openVolume } from "./volume-io.ts";
 import { ROOT_PASSWORD } from "../testing.ts";
-import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
+import { parseXmlRpcValue } from "../../xenapi/xml-rpc.ts";
 import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva, vmObjects } from "./testing.ts";
 
 let host: TestToolstack;

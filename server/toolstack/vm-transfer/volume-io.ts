@@ -9,7 +9,7 @@ import { isZeroBlock, XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { type Attachment, plug, unplug } from "../datapath-session.ts";
 import { type AttachedSr, DBG, requireLocal } from "../srs.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { XenApiError } from "../xenapi/errors.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
 
 /** Blocks read ahead (or written behind) per disk: enough to keep the datapath busy while a block is sent. */
 const WINDOW = 16;

@@ -7,7 +7,7 @@
 import { EventEmitter } from "node:events";
 import { truncate } from "node:fs/promises";
 import { toolstackUrl } from "../../config.ts";
-import { describeXenApiError } from "../../api/xenapi-error.ts";
+import { describeXenApiError } from "../../xenapi/error-descriptions.ts";
 import { transferMinFreeBytes } from "../settings.ts";
 import { BlockPool, SpoolWriter } from "../block-spool.ts";
 import { type BlockAnswer, getIntoBlocks } from "./block-get.ts";

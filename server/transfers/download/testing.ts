@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import type { TestToolstack } from "../../toolstack/storage-testing.ts";
 import { collect, http, MiB, patternBlock, type TestDisk, testXva } from "../../toolstack/vm-transfer/testing.ts";
-import { parseXmlRpcValue } from "../../toolstack/xenapi/xml-rpc.ts";
+import { parseXmlRpcValue } from "../../xenapi/xml-rpc.ts";
 import { serveExportDownload } from "./serve.ts";
 
 /** serveExportDownload (as the Pages API route runs it) on a port of 127.0.0.1 at /api/download/vm/<file>. */

@@ -9,10 +9,10 @@ import { rm } from "node:fs/promises";
 import { request as httpRequest, type ClientRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { z } from "zod";
-import { describeTaskError } from "../../api/xenapi-error.ts";
+import { describeTaskError } from "../../xenapi/error-descriptions.ts";
 import { toolstackUrl } from "../../config.ts";
-import { taskResult, XenApiClient, zTaskRecord, type TaskRecord } from "../../toolstack/xenapi/client.ts";
-import { XenApiError } from "../../toolstack/xenapi/errors.ts";
+import { taskResult, XenApiClient, zTaskRecord, type TaskRecord } from "../../xenapi/client.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
 import { alignedBuffers, DIRECT_ALIGN, SpoolReader } from "../block-spool.ts";
 import { isEnded, readState, spoolFile, type UploadState, writeState } from "./state.ts";
 

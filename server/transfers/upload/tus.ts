@@ -2,7 +2,7 @@
 // dir, each one imported while it arrives (pipeline.ts). Every request needs the console session; an upload is
 // checked (file name, SR, free space) before its first byte and belongs to the user who started it.
 import { stat, statfs } from "node:fs/promises";
-import { formatBytes } from "../../../components/format.ts";
+import { formatBytes } from "../../../lib/format.ts";
 import { FileStore } from "@tus/file-store";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";

@@ -425,7 +425,7 @@ test("a logout mid-import: the import waits in words, and goes on in the session
   const done = await importEnded(id);
   assert.equal(done.status, "done", done.error ?? "");
   assert.equal(done.error, null);
-  const xapi = new (await import("../../toolstack/xenapi/client.ts")).XenApiClient(cu.xapi.url, again.session.session);
+  const xapi = new (await import("../../xenapi/client.ts")).XenApiClient(cu.xapi.url, again.session.session);
   // The import finished while nobody was logged in: it is not imported a second time.
   assert.equal((await xapi.call(z.array(z.string()), "VM.get_by_name_label", "outlives a logout")).length, 1);
 });

@@ -1,10 +1,10 @@
 // Checks an upload before any byte is accepted: a file name an import can take, a known size, and an SR that
 // exists, is attached (on a host that is live) and has room for it.
 import { z } from "zod";
-import { formatBytes } from "../../../components/format.ts";
+import { formatBytes } from "../../../lib/format.ts";
 import { hostLabel, ZHostRecord } from "../../api/storage-access.ts";
-import { zInt64, type XenApiClient } from "../../toolstack/xenapi/client.ts";
-import { XenApiError } from "../../toolstack/xenapi/errors.ts";
+import { zInt64, type XenApiClient } from "../../xenapi/client.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
 
 /** A refusal with the HTTP status and the words the browser shows. */
 export class UploadRefusal extends Error {

@@ -7,7 +7,7 @@ import type { IncomingMessage } from "node:http";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ConsoleSession } from "../../auth/session.ts";
-import type { XenApiClient } from "../../toolstack/xenapi/client.ts";
+import type { XenApiClient } from "../../xenapi/client.ts";
 import { cancelPipeline, ensurePipeline, notifyUpload, runningPipeline } from "../upload/pipeline.ts";
 import { allStates, readState, spoolFile, type UploadState, writeState } from "../upload/state.ts";
 import { removeUploadSpool } from "../upload/tus.ts";

@@ -2,12 +2,13 @@
 // handler. The table drives dispatch for both wire forms, the arity and type errors, `Async.` variants
 // (a task runs the handler) and system.listMethods.
 import type { z } from "zod";
-import type { Session } from "../sessions.ts";
-import type { TaskControl } from "../tasks.ts";
-import type { Toolstack } from "../toolstack.ts";
-import { forwardCall } from "../forward.ts";
-import { toXenApiError, xenErrors } from "./errors.ts";
-import type { XenValue } from "./values.ts";
+import type { Session } from "./sessions.ts";
+import type { TaskControl } from "./tasks.ts";
+import type { Toolstack } from "./toolstack.ts";
+import { forwardCall } from "./forward.ts";
+import { xenErrors } from "../xenapi/errors.ts";
+import { toXenApiError } from "./xenapi-errors.ts";
+import type { XenValue } from "../xenapi/values.ts";
 
 export interface CallContext {
   ts: Toolstack;
