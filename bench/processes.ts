@@ -2,7 +2,7 @@
 // time limits (a hung transfer fails its row instead of the run), and daemons that plugins start on their
 // own are found again by the environment the run gave them.
 import { spawn, type ChildProcess } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { socketAccepts } from "../server/nbd/socket-probe.ts";
 
@@ -106,45 +106,4 @@ export async function stopTrackedProcesses(): Promise<void> {
   const children = [...running];
   for (const child of children) child.kill("SIGKILL");
   await Promise.all(children.map((child) => (child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once("exit", resolve)))));
-}
-
-/**
- * Pids of processes whose environment holds `entry` exactly (e.g. `HANGAR_RUN_DIR=/tmp/hangar-bench-x/run`):
- * the daemons plugin calls of this run started detached (NBD servers, GC, datasource daemons). The
- * entry names this run's private temp dir, so no other process can match.
- */
-export function processesWithEnv(entry: string): number[] {
-  const found: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    const pid = Number(name);
-    if (!Number.isInteger(pid) || pid === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").includes(entry)) found.push(pid);
-    } catch {
-      // Gone, or not ours to read.
-    }
-  }
-  return found;
-}
-
-/** SIGKILLs the given pids (each by id) and waits until they are gone. */
-export async function killPids(pids: readonly number[]): Promise<void> {
-  for (const pid of pids) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }
-  for (let waited = 0; waited < 5000 && pids.some(isRunning); waited += 20) await sleep(20);
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    // A zombie is gone for our purposes (its parent, maybe not us, reaps it).
-    return !readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.startsWith("Z");
-  } catch {
-    return false;
-  }
 }

@@ -5,7 +5,8 @@ import { randomUUID } from "node:crypto";
 import { accessSync, constants, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { killPids, processesWithEnv, stopTrackedProcesses } from "./processes.ts";
+import { stopTrackedProcesses } from "./processes.ts";
+import { killPids, processesWithEnv } from "../server/stray-processes.ts";
 
 export interface Scratch {
   /** Memory-backed when /dev/shm is usable: data whose transfer speed is measured, not the disk's. */

@@ -6,7 +6,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { XenApiClient } from "../../server/xenapi/client.ts";
 import { ROOT_PASSWORD, startServeProcess } from "../../server/toolstack/testing.ts";
-import { cpuSeconds, processesWithEnv } from "../processes.ts";
+import { cpuSeconds } from "../processes.ts";
+import { processesWithEnv } from "../../server/stray-processes.ts";
 
 export interface XvaService {
   /** Base URL, ending in "/". */

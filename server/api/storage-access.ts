@@ -9,7 +9,7 @@ import type { MethodName, Params, Result } from "../storage/interface.ts";
 import { fetchPoolRegistry } from "../storage/pool-registry.ts";
 import { type PluginKind, type PluginRegistry, type RegisteredPlugin, scanPluginRoot } from "../storage/registry.ts";
 import { toolstackUrl } from "../config.ts";
-import { hostUrl } from "../xenapi/host-url.ts";
+import { hostLabel, type HostRecord, hostUrl, ZHostRecord } from "../xenapi/hosts.ts";
 import type { XenApiClient } from "../xenapi/client.ts";
 import { toTRPCError } from "./storage-error.ts";
 
@@ -79,21 +79,6 @@ async function findIn(place: PluginPlace, name: string, kind: PluginKind): Promi
   return plugin;
 }
 
-/** A host of the pool as the toolstack records it: each serves the plugins of the SRs attached on it. */
-export const ZHostRecord = z.looseObject({
-  uuid: z.string().default(""),
-  name_label: z.string(),
-  name_description: z.string().default(""),
-  hostname: z.string().default(""),
-  address: z.string(),
-  enabled: z.boolean().default(true),
-  /** Hangar's: false once the host's heartbeat has stopped (a toolstack without it has one live host). */
-  live: z.boolean().default(true),
-  PBDs: z.array(z.string()).default([]),
-  other_config: z.record(z.string(), z.string()).default({}),
-});
-export type HostRecord = z.infer<typeof ZHostRecord>;
-
 export interface PoolHost {
   ref: string;
   name: string;
@@ -105,11 +90,6 @@ export interface PoolHost {
 
 export function poolHost(ref: string, record: HostRecord): PoolHost {
   return { ref, name: record.name_label, address: record.address, live: record.live, url: hostUrl(record) };
-}
-
-/** "host (address)", as messages name a host. */
-export function hostLabel(host: Pick<PoolHost, "name" | "address">): string {
-  return host.name === "" || host.name === host.address ? host.address : `${host.name} (${host.address})`;
 }
 
 const LOOPBACK = new Set(["localhost", "127.0.0.1", "::1"]);

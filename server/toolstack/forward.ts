@@ -3,7 +3,7 @@
 // caller of the plain form gets the outcome once the task, shared through the database, has ended.
 import { setTimeout as sleep } from "node:timers/promises";
 import { hostErrors } from "./hosts.ts";
-import { hostUrl } from "../xenapi/host-url.ts";
+import { hostUrl } from "../xenapi/hosts.ts";
 import type { Toolstack } from "./toolstack.ts";
 import { jsonRpcCall } from "../xenapi/client.ts";
 import { XenApiError, xenErrors } from "../xenapi/errors.ts";

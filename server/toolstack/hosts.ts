@@ -8,7 +8,7 @@ import type { Database, Queryable } from "./db/database.ts";
 import type { ObjectStore, StoredObject } from "./objects.ts";
 import { XenApiError } from "../xenapi/errors.ts";
 import { NULL_REF, type XenRecord } from "../xenapi/values.ts";
-import { HTTP_PORT_KEY, HTTPS_PORT_KEY } from "../xenapi/host-url.ts";
+import { HTTP_PORT_KEY, HTTPS_PORT_KEY } from "../xenapi/hosts.ts";
 
 /** A host is taken for dead once its heartbeat is this many intervals old. */
 const DEAD_AFTER_BEATS = 5;

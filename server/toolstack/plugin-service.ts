@@ -10,7 +10,7 @@ import { METHOD_NAMES, type MethodName } from "../storage/interface.ts";
 import { parseWireJson, stringifyWireJson } from "../storage/json.ts";
 import { listingOf, type PoolHostEndpoint } from "../storage/pool-registry.ts";
 import { type Route, readBodyOr413, send } from "./http.ts";
-import { hostUrl } from "../xenapi/host-url.ts";
+import { hostUrl } from "../xenapi/hosts.ts";
 import type { StoredObject } from "./objects.ts";
 import type { Toolstack } from "./toolstack.ts";
 import { argumentsOf, authenticate, ResourceRefusal } from "./vm-transfer/http-resource.ts";

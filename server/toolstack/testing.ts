@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestContext } from "node:test";
 import { fileURLToPath } from "node:url";
-import { killPids, processesWithEnv } from "../../bench/processes.ts";
+import { killPids, processesWithEnv } from "../stray-processes.ts";
 import { type RunningToolstack, type ServeOptions, serveToolstack } from "./serve.ts";
 import { type Feature, openToolstack, type Toolstack, type ToolstackOptions } from "./toolstack.ts";
 

@@ -5,7 +5,8 @@ import { z } from "zod";
 import { consoleSampler } from "../../datasources/console-sampler.ts";
 import { SAMPLE_INTERVAL_MS, type DatasourceSampler, type WatchedSr } from "../../datasources/sampler.ts";
 import type { XenApiClient } from "../../xenapi/client.ts";
-import { accessSr, callPlugin, CONSOLE_DBG, hostLabel, hostPlugins, type PoolHost, poolHosts, type SrAccess } from "../storage-access.ts";
+import { accessSr, callPlugin, CONSOLE_DBG, hostPlugins, type PoolHost, poolHosts, type SrAccess } from "../storage-access.ts";
+import { hostLabel } from "../../xenapi/hosts.ts";
 import type { TSeriesResponse, TSeriesSchema } from "./schema.ts";
 
 /** How often a series request also registers every attached SR the toolstack lists. */

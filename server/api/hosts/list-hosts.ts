@@ -3,7 +3,8 @@
 import { z } from "zod";
 import type { XenApiClient } from "../../xenapi/client.ts";
 import { readPool, ZPbdRecord } from "../srs/records.ts";
-import { isToolstackHost, ZHostRecord } from "../storage-access.ts";
+import { isToolstackHost } from "../storage-access.ts";
+import { ZHostRecord } from "../../xenapi/hosts.ts";
 import type { THostSr, TListHostsResponse } from "./schema.ts";
 
 const ZSrBrief = z.looseObject({ uuid: z.string(), name_label: z.string(), type: z.string() });

@@ -2,7 +2,8 @@
 // and the summary itself. One place, so the list and the SR page say the same things the same way.
 import { z } from "zod";
 import { type XenApiClient, zInt64 } from "../../xenapi/client.ts";
-import { hostLabel, type PoolHost } from "../storage-access.ts";
+import type { PoolHost } from "../storage-access.ts";
+import { hostLabel } from "../../xenapi/hosts.ts";
 import { describeXenApiError } from "../../xenapi/error-descriptions.ts";
 import { type TSrHealth, type TSrHost, type TSrSummary, ZSrHealthTag } from "./schema.ts";
 

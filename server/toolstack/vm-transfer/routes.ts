@@ -8,7 +8,7 @@ import { z } from "zod";
 import type { Compression } from "../../xva/compression.ts";
 import { defaultSr } from "../calls/pool.ts";
 import { hostErrors } from "../hosts.ts";
-import { hostUrl } from "../../xenapi/host-url.ts";
+import { hostUrl } from "../../xenapi/hosts.ts";
 import { expectsContinue, type Route } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
 import { attachedSr } from "../srs.ts";

@@ -2,7 +2,7 @@
 // exists, is attached (on a host that is live) and has room for it.
 import { z } from "zod";
 import { formatBytes } from "../../../lib/format.ts";
-import { hostLabel, ZHostRecord } from "../../api/storage-access.ts";
+import { hostLabel, ZHostRecord } from "../../xenapi/hosts.ts";
 import { zInt64, type XenApiClient } from "../../xenapi/client.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
 
