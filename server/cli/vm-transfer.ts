@@ -4,8 +4,7 @@
 // for the rest (offset + etag); Ctrl-C keeps both. Ctrl-C during an import cancels its task.
 import { createReadStream } from "node:fs";
 import { type FileHandle, open, readFile, rename, rm, stat, truncate } from "node:fs/promises";
-import { type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders, request as httpRequest } from "node:http";
-import { request as httpsRequest } from "node:https";
+import type { IncomingMessage } from "node:http";
 import { dirname, join } from "node:path";
 import { Readable, Transform, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -14,7 +13,8 @@ import { formatDuration, formatSize, TransferMeter, transferBar, transferLine } 
 import { packLegacyDirectory } from "../xva/legacy.ts";
 import { DEFAULT_URL, resolveRef, withClient } from "./connection.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
-import { type TaskRecord, taskResult, XenApiClient } from "../xenapi/client.ts";
+import { type TaskRecord, taskResult, type XenApiClient } from "../xenapi/client.ts";
+import { get, probePut, putResource, reasonOf, ResourceRefused, ResourceTask, resourceUrl, type ResourceQuery } from "../xenapi/resource.ts";
 
 /** Exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
 const INTERRUPTED = 130;
@@ -37,72 +37,15 @@ const CONNECTION_HELP = `Connection:
 
 
 
-// ---- HTTP: the transfer endpoints take the session in the query and may redirect to another host (§3).
+// ---- HTTP: the toolstack's resources through server/xenapi/resource.ts.
 
-/** An endpoint of the toolstack with its query. */
-function endpoint(client: XenApiClient, path: string, query: Record<string, string | undefined>): URL {
-  const url = new URL(path, client.url.endsWith("/") ? client.url : `${client.url}/`);
-  url.searchParams.set("session_id", client.session);
-  for (const [key, value] of Object.entries(query)) if (value !== undefined) url.searchParams.set(key, value);
-  return url;
-}
-
-function send(url: URL, method: string, headers: OutgoingHttpHeaders = {}): ClientRequest {
-  return (url.protocol === "https:" ? httpsRequest : httpRequest)(url, { method, headers });
-}
-
-function responseTo(request: ClientRequest): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    request.once("response", resolve);
-    request.once("error", reject);
-  });
-}
-
-const isRedirect = (response: IncomingMessage) => [301, 302, 303, 307, 308].includes(response.statusCode ?? 0) && response.headers.location !== undefined;
-
-/** A GET, following up to 5 redirects. */
-async function get(url: URL, headers: OutgoingHttpHeaders = {}): Promise<IncomingMessage> {
-  for (let hop = 0; ; hop++) {
-    const request = send(url, "GET", headers);
-    request.end();
-    const response = await responseTo(request);
-    if (!isRedirect(response) || hop === 5) return response;
-    response.resume();
-    url = new URL(response.headers.location!, url);
-  }
-}
-
-/** A refusal's body: the toolstack's reason in words (bounded: it is a message, not data). */
-async function reason(response: IncomingMessage): Promise<string> {
-  let text = "";
-  for await (const chunk of response) {
-    if (text.length < 4096) text += String(chunk);
-  }
-  return text.trim().slice(0, 4096) || response.statusMessage || "";
+function endpoint(client: XenApiClient, path: string, query: ResourceQuery): URL {
+  return resourceUrl(client.url, client.session, path, query);
 }
 
 /** A refusal before any data moved: the status and the toolstack's reason. */
 async function refused(what: string, response: IncomingMessage): Promise<Error> {
-  return new Error(`${what} refused (HTTP ${response.statusCode}): ${await reason(response)}`);
-}
-
-const zProgress = z.union([z.number(), z.string().transform(Number)]);
-
-/** Polls the task's progress each second into `set` (an event.from wait would outlive an interrupted command). */
-function followProgress(client: XenApiClient, task: string, set: (fraction: number) => void): () => void {
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  const poll = async () => {
-    const fraction = await client.call(zProgress, "task.get_progress", task).catch(() => undefined);
-    if (stopped) return;
-    if (fraction !== undefined && Number.isFinite(fraction)) set(fraction);
-    timer = setTimeout(() => void poll(), 1000);
-  };
-  void poll();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+  return new ResourceRefused(what, response.statusCode ?? 0, await reasonOf(response));
 }
 
 // ---- Progress on stderr: a bar redrawn on a terminal, else a line per 10% or 10 s.
@@ -180,15 +123,9 @@ async function interruptible<T>(work: (signal: AbortSignal) => Promise<T>): Prom
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** The task's status once finished, asked for a few seconds (no event.from wait: the command is ending). */
-async function settledTask(client: XenApiClient, task: string, withinMs = 10_000): Promise<string | undefined> {
-  for (const deadline = Date.now() + withinMs; Date.now() < deadline; await sleep(200)) {
-    const status = await client.call(z.string(), "task.get_status", task).catch(() => undefined);
-    if (status !== undefined && status !== "pending" && status !== "cancelling") return status;
-  }
-  return undefined;
+async function settledStatus(task: ResourceTask, withinMs = 10_000): Promise<string | undefined> {
+  return (await task.finished(AbortSignal.timeout(withinMs), { everyMs: 200 }))?.status;
 }
 
 const failure = (task: TaskRecord) => `${task.status === "cancelled" ? "cancelled" : "failed"}: ${task.error_info.join(" ")}`;
@@ -206,7 +143,7 @@ async function openSource(given: string): Promise<Source> {
   if (given === "-") return { stream: process.stdin, size: null };
   if (/^https?:\/\//i.test(given)) {
     // identity: a Content-Encoding would make Content-Length lie about the bytes we forward.
-    const response = await get(new URL(given), { "accept-encoding": "identity" });
+    const { response } = await get(new URL(given), { headers: { "accept-encoding": "identity" } });
     if (response.statusCode !== 200) {
       response.resume();
       throw new Error(`${given}: HTTP ${response.statusCode} ${response.statusMessage ?? ""}`.trimEnd());
@@ -229,63 +166,47 @@ async function openSource(given: string): Promise<Source> {
  * finds where to send it (the toolstack answers a redirect or refusal before anything is read), so the source
  * is opened only once the toolstack takes it. Answers the finished task; null when interrupted (task cancelled).
  */
-async function putArchive(client: XenApiClient, path: string, query: Record<string, string | undefined>, given: string): Promise<TaskRecord | null> {
-  let url = endpoint(client, path, query);
-  for (let hop = 0; ; hop++) {
-    const probe = send(url, "PUT", { "content-length": 0 });
-    probe.end();
-    const response = await responseTo(probe);
-    if (isRedirect(response) && hop < 5) {
-      response.resume();
-      url = new URL(response.headers.location!, url);
-      continue;
-    }
-    if (response.statusCode !== 200) throw await refused("the import", response);
-    response.resume();
-    break;
-  }
+async function putArchive(client: XenApiClient, path: string, query: ResourceQuery, given: string): Promise<TaskRecord | null> {
+  const target = await probePut(endpoint(client, path, query), { what: "the import" });
   const source = await openSource(given);
   let sourceError: Error | undefined;
   source.stream.once("error", (error) => (sourceError ??= error));
-  const headers: OutgoingHttpHeaders = { "content-type": "application/octet-stream" };
-  if (source.size !== null) headers["content-length"] = source.size;
-  const request = send(url, "PUT", headers);
   const progress = new TransferProgress("sent", source.size);
-  const upload = pipeline(source.stream, counter((n) => (progress.bytes += n)), request).catch((error: unknown) => error as Error);
+  const put = putResource(target, (request) => pipeline(source.stream, counter((n) => (progress.bytes += n)), request), { length: source.size ?? undefined });
   return interruptible(async (signal) => {
-    let task: string | undefined;
+    let task: ResourceTask | undefined;
     const stopUpload = () => {
       source.stream.destroy();
-      request.destroy();
+      put.request.destroy();
     };
     signal.addEventListener("abort", () => {
       // The task first: a cut upload alone would read as a truncated archive, not a cancel.
-      void (task === undefined ? Promise.resolve() : client.call(z.unknown(), "task.cancel", task).catch(() => undefined)).then(stopUpload);
+      void (task?.cancel() ?? Promise.resolve()).then(stopUpload);
     });
     let stopFollowing = () => {};
     try {
       // An upload that fails before the answer is the error; one that ends first just waits for it.
-      const response = await Promise.race([responseTo(request), upload.then((error) => (error === undefined ? new Promise<never>(() => {}) : Promise.reject(error)))]);
+      const response = await Promise.race([put.response, put.sent.then((error) => (error === undefined ? new Promise<never>(() => {}) : Promise.reject(error)))]);
       if (response.statusCode !== 200) {
         stopUpload();
         throw await refused("the import", response);
       }
-      task = z.string().parse(response.headers["task-id"]);
-      if (signal.aborted) await client.call(z.unknown(), "task.cancel", task).catch(() => undefined);
-      stopFollowing = followProgress(client, task, (fraction) => (progress.task = fraction));
+      task = ResourceTask.of(client, response);
+      if (signal.aborted) await task.cancel();
+      stopFollowing = task.followProgress((fraction) => (progress.task = fraction));
       // The response ends once the import has: its outcome is then the task's.
       const ended = new Promise<void>((resolve) => response.once("close", resolve));
       response.resume();
       await Promise.race([ended, new Promise((resolve) => signal.addEventListener("abort", resolve))]);
-      await upload;
+      await put.sent;
       stopFollowing();
       progress.stop(signal.aborted ? null : progress.bytes);
       if (signal.aborted) {
-        const status = await settledTask(client, task);
+        const status = await settledStatus(task);
         process.stderr.write(`interrupted: the import's task ${status === undefined ? "was asked to cancel" : `ended ${status}`}\n`);
         return null;
       }
-      const record = await client.waitTask(task);
+      const record = await task.done();
       if (record.status !== "success" && sourceError !== undefined) process.stderr.write(`reading ${given}: ${sourceError.message}\n`);
       return record;
     } catch (error) {
@@ -508,7 +429,7 @@ interface ExportRequest {
 /** GET /export (or /export_metadata); a 412 of a resume answers "changed". */
 async function startExport(client: XenApiClient, path: string, request: ExportRequest): Promise<IncomingMessage | "changed"> {
   const query = { uuid: request.vm, use_compression: request.compression ?? undefined, offset: request.resumeFrom?.offset.toString(), etag: request.resumeFrom?.etag };
-  const response = await get(endpoint(client, path, query));
+  const { response } = await get(endpoint(client, path, query));
   if (response.statusCode === 412 && request.resumeFrom !== undefined) {
     response.resume();
     return "changed";
@@ -526,8 +447,8 @@ async function startExport(client: XenApiClient, path: string, request: ExportRe
  * interrupted (the toolstack cancels the export when we hang up).
  */
 async function receive(client: XenApiClient, response: IncomingMessage, sink: Writable, progress: TransferProgress, signal: AbortSignal, end = true): Promise<TaskRecord | null> {
-  const task = z.string().parse(response.headers["task-id"]);
-  const stopFollowing = followProgress(client, task, (fraction) => (progress.task = fraction));
+  const task = ResourceTask.of(client, response);
+  const stopFollowing = task.followProgress((fraction) => (progress.task = fraction));
   let streamError: unknown;
   try {
     await pipeline(response, counter((n) => (progress.bytes += n)), sink, { signal, end });
@@ -540,7 +461,7 @@ async function receive(client: XenApiClient, response: IncomingMessage, sink: Wr
     progress.stop(null);
     return null;
   }
-  const record = await client.waitTask(task);
+  const record = await task.done();
   progress.stop(record.status === "success" ? undefined : null);
   if (record.status === "success" && streamError !== undefined) throw new Error(`receiving the export: ${(streamError as Error).message}`);
   return record;

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { z } from "zod";
+import { probePut, type ResourceRefused } from "../xenapi/resource.ts";
 
 const spoolDir = mkdtempSync(join(tmpdir(), "hangar-pool-upload-test-"));
 process.env.HANGAR_DATA_DIR = spoolDir;
@@ -17,7 +18,7 @@ const { MEMBER_ADDRESS, startTestPool } = await import("../api/pool-testing.ts")
 const { collect, diskBytes, http, MiB, patternBlock, readVdi, testXva } = await import("../toolstack/vm-transfer/testing.ts");
 const { serveUploads } = await import("./upload/testing.ts");
 const { readState } = await import("./upload/state.ts");
-const { cancelPipeline, findImportHost } = await import("./upload/pipeline.ts");
+const { cancelPipeline } = await import("./upload/pipeline.ts");
 const { serveDownloads } = await import("./download/testing.ts");
 // The spools stay in this test's dir (the pool's master points HANGAR_DATA_DIR at its own).
 (await import("./upload/state.ts")).uploadSpoolDir();
@@ -39,6 +40,9 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
   }
 }
+
+/** The probe's answer: the URL that takes the upload, or the refusal's status and reason. */
+const findImportHost = (start: URL) => probePut(start).catch((error: ResourceRefused) => ({ status: error.status, text: error.reason }));
 
 test("transfers for the member's SR follow the master's redirects", async (t) => {
   const pool = await startTestPool(t);

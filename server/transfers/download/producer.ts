@@ -8,6 +8,7 @@ import { EventEmitter } from "node:events";
 import { truncate } from "node:fs/promises";
 import { toolstackUrl } from "../../config.ts";
 import { describeXenApiError } from "../../xenapi/error-descriptions.ts";
+import { followRedirects, resourceUrl } from "../../xenapi/resource.ts";
 import { transferMinFreeBytes } from "../settings.ts";
 import { BlockPool, SpoolWriter } from "../block-spool.ts";
 import { type BlockAnswer, getIntoBlocks } from "./block-get.ts";
@@ -225,33 +226,30 @@ export interface ExportRequest {
 }
 
 function exportUrl(request: ExportRequest, extra: Record<string, string>): URL {
-  const url = new URL("/export", toolstackUrl());
-  url.searchParams.set("session_id", request.session);
-  url.searchParams.set("uuid", request.vmUuid);
-  url.searchParams.set("use_compression", request.compression === "none" ? "false" : request.compression);
-  for (const [key, value] of Object.entries(extra)) url.searchParams.set(key, value);
-  return url;
+  return resourceUrl(toolstackUrl(), request.session, "export", { uuid: request.vmUuid, use_compression: request.compression === "none" ? "false" : request.compression, ...extra });
 }
 
-/** Redirects followed to the host whose SRs hold the VM's disks (the upload pipeline follows as many). */
-const REDIRECTS = 5;
 /** Blocks per running export (1 MiB each): what may wait for the disk, and the recent bytes downloads copy. */
 const POOL_BLOCKS = 16;
 const BLOCK_BYTES = 1024 * 1024;
 
-/** GET `url` into a new block pool (a pool member's 302 followed, as the export contract asks). */
-async function askToolstack(url: URL, redirects = REDIRECTS): Promise<{ response: BlockAnswer; pool: BlockPool }> {
-  const pool = new BlockPool(POOL_BLOCKS, BLOCK_BYTES);
+/**
+ * GET `url` into a new block pool, a pool member's redirect followed as the export contract asks. The body is
+ * read by getIntoBlocks, not by Node's HTTP client (a new 64 KiB buffer per socket read: a full GC every
+ * ~23 MiB): straight into the pool's blocks, sent on with no copy, the console's CPU per 2 GiB downloaded went
+ * from 1.8-1.9 s to 1.4-1.55 s (commit 79695c5, transfers bench).
+ */
+async function askToolstack(url: URL): Promise<{ response: BlockAnswer; pool: BlockPool }> {
+  let pool: BlockPool | undefined;
   // A connection of its own (no keep-alive): an export is long, and a pooled socket could be closed under it.
-  const response = await getIntoBlocks(url, pool).catch((error: Error) => {
-    throw new DownloadError(502, `The toolstack at ${url.origin === new URL(toolstackUrl()).origin ? toolstackUrl() : url.origin} cannot be reached (${error.message}). Is it running?`);
+  const { answer } = await followRedirects(url, async (at) => {
+    pool = new BlockPool(POOL_BLOCKS, BLOCK_BYTES);
+    const response = await getIntoBlocks(at, pool).catch((error: Error) => {
+      throw new DownloadError(502, `The toolstack at ${at.origin === new URL(toolstackUrl()).origin ? toolstackUrl() : at.origin} cannot be reached (${error.message}). Is it running?`);
+    });
+    return { response, status: response.status, location: response.header("location"), discard: () => response.cancel() };
   });
-  const location = response.header("location");
-  if (response.status >= 300 && response.status < 400 && location !== null && redirects > 0) {
-    response.cancel();
-    return askToolstack(new URL(location, url), redirects - 1);
-  }
-  return { response, pool };
+  return { response: answer.response, pool: pool! };
 }
 
 async function checkSpace(): Promise<void> {
