@@ -1,26 +1,46 @@
 // `npm start` after the build: the toolstack (`hangar serve`) and the console (`hangar-console`: `next start`) side by side,
-// their output prefixed. Ctrl-C or SIGTERM stops both; if either ends, the other is stopped too, and the
-// exit code says which failed.
+// their output prefixed. The console starts once the toolstack says where it listens, and is pointed there
+// (unless HANGAR_TOOLSTACK_URL names another toolstack): whatever port HANGAR_TOOLSTACK_PORT or `0` gave it.
+// Ctrl-C or SIGTERM stops both; if either ends, the other is stopped too, and the exit code says which failed.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { join } from "node:path";
 
 const root = join(import.meta.dirname, "..");
-const processes: Array<{ name: string; child: ChildProcess }> = [
-  { name: "toolstack", child: spawn(join(root, "bin", "hangar"), ["serve"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }) },
-  { name: "console", child: spawn(join(root, "bin", "hangar-console"), [], { cwd: root, stdio: ["ignore", "pipe", "pipe"] }) },
-];
+const processes: Array<{ name: string; child: ChildProcess }> = [];
+let stopping = false;
 
-for (const { name, child } of processes) {
+/** The toolstack's announcement ("toolstack listening: http://ADDR:PORT/…") as the URL a local console uses. */
+function announcedUrl(line: string): string | undefined {
+  const match = /^toolstack listening: http:\/\/(\S+):(\d+)\//.exec(line);
+  if (match === null) return undefined;
+  const address = match[1] === "0.0.0.0" ? "127.0.0.1" : match[1] === "::" ? "::1" : match[1]!;
+  return `http://${address.includes(":") ? `[${address}]` : address}:${match[2]}`;
+}
+
+function start(name: string, command: string, env: NodeJS.ProcessEnv, onLine?: (line: string) => void): Promise<number> {
+  const child = spawn(join(root, "bin", command), command === "hangar" ? ["serve"] : [], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+  processes.push({ name, child });
   for (const [stream, out] of [
     [child.stdout, process.stdout],
     [child.stderr, process.stderr],
   ] as const) {
-    if (stream !== null) createInterface({ input: stream }).on("line", (line) => out.write(`[${name}] ${line}\n`));
+    createInterface({ input: stream }).on("line", (line) => {
+      out.write(`[${name}] ${line}\n`);
+      onLine?.(line);
+    });
   }
+  return new Promise<number>((resolve) =>
+    child.once("exit", (code, signal) => {
+      if (!stopping) {
+        process.stderr.write(`[${name}] exited (${signal ?? `code ${code}`}); stopping the rest\n`);
+        stopAll("SIGTERM");
+      }
+      resolve(code ?? (stopping ? 0 : 1));
+    }),
+  );
 }
 
-let stopping = false;
 function stopAll(signal: NodeJS.Signals): void {
   stopping = true;
   for (const { child } of processes) if (child.exitCode === null && child.signalCode === null) child.kill(signal);
@@ -29,16 +49,16 @@ function stopAll(signal: NodeJS.Signals): void {
 process.once("SIGINT", () => stopAll("SIGINT"));
 process.once("SIGTERM", () => stopAll("SIGTERM"));
 
-const exits = processes.map(
-  ({ name, child }) =>
-    new Promise<number>((resolve) =>
-      child.once("exit", (code, signal) => {
-        if (!stopping) {
-          process.stderr.write(`[${name}] exited (${signal ?? `code ${code}`}); stopping the rest\n`);
-          stopAll("SIGTERM");
-        }
-        resolve(code ?? (stopping ? 0 : 1));
-      }),
-    ),
-);
+const exits: Array<Promise<number>> = [];
+const listening = new Promise<string | undefined>((resolve) => {
+  exits.push(start("toolstack", "hangar", process.env, (line) => {
+    const url = announcedUrl(line);
+    if (url !== undefined) resolve(url);
+  }));
+  void exits[0]!.then(() => resolve(undefined));
+});
+const url = await listening;
+if (url !== undefined && !stopping) {
+  exits.push(start("console", "hangar-console", { ...process.env, HANGAR_TOOLSTACK_URL: process.env.HANGAR_TOOLSTACK_URL || url }));
+}
 process.exitCode = Math.max(...(await Promise.all(exits)));

@@ -71,9 +71,9 @@ export function databaseUrl(): string | undefined {
   return url;
 }
 
-/** The toolstack the console talks to: HANGAR_TOOLSTACK_URL, default the local `hangar serve`. */
+/** The toolstack the console talks to: HANGAR_TOOLSTACK_URL, default the local `hangar serve` (on HANGAR_TOOLSTACK_PORT). */
 export function toolstackUrl(): string {
-  return process.env.HANGAR_TOOLSTACK_URL || "http://127.0.0.1:8080";
+  return process.env.HANGAR_TOOLSTACK_URL || `http://127.0.0.1:${process.env.HANGAR_TOOLSTACK_PORT || 8080}`;
 }
 
 /** HANGAR_POOL_ROLE: `master` (the default) or `member` of a pool sharing HANGAR_DATABASE_URL. */

@@ -2,7 +2,6 @@
 import { setTimeout as delay } from "node:timers/promises";
 import { poolRole } from "../config.ts";
 import { TOOLSTACK_FEATURES } from "../toolstack/features.ts";
-import { DEFAULT_MAX_API_BODY } from "../toolstack/http.ts";
 import { serveToolstack } from "../toolstack/serve.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
 
@@ -34,8 +33,9 @@ default 2000; five missed ones and it is taken for dead).
 `;
 
 /** A positive whole number from the environment (seconds, bytes), or the default. */
-function positiveOption(name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined || value === "") return fallback;
+/** A positive whole number from the environment; undefined when unset (the service's default applies). */
+function positiveOption(name: string, value: string | undefined): number | undefined {
+  if (value === undefined || value === "") return undefined;
   const number = Number(value);
   if (!Number.isSafeInteger(number) || number <= 0) throw new UsageError(`${name} must be a positive whole number, not "${value}"`);
   return number;
@@ -77,8 +77,8 @@ export async function run(argv: string[]): Promise<number> {
     tlsCert: process.env.HANGAR_TLS_CERT,
     tlsKey: process.env.HANGAR_TLS_KEY,
     rootPassword: process.env.HANGAR_ROOT_PASSWORD,
-    sessionTimeoutMs: positiveOption("HANGAR_SESSION_TIMEOUT", process.env.HANGAR_SESSION_TIMEOUT, 24 * 60 * 60) * 1000,
-    maxApiBody: positiveOption("HANGAR_API_MAX_BODY", process.env.HANGAR_API_MAX_BODY, DEFAULT_MAX_API_BODY),
+    sessionTimeoutMs: (positiveOption("HANGAR_SESSION_TIMEOUT", process.env.HANGAR_SESSION_TIMEOUT) ?? 24 * 60 * 60) * 1000,
+    maxApiBody: positiveOption("HANGAR_API_MAX_BODY", process.env.HANGAR_API_MAX_BODY),
     features: TOOLSTACK_FEATURES,
     onGeneratedPassword: (password) =>
       process.stdout.write(`root password (shown once, stored hashed; set HANGAR_ROOT_PASSWORD to choose one): ${password}\n`),
