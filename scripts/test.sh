@@ -41,7 +41,7 @@ echo "== typecheck"; tsc --noEmit -p .
 echo "== lint"; eslint --max-warnings 0 .
 
 echo "== unit and integration tests"
-node --test --test-concurrency=2 --test-reporter=spec "server/**/*.test.ts" "components/**/*.test.ts" "lib/**/*.test.ts" 2>&1 | tee "$logs/unit"
+node --conditions=react-server --test --test-concurrency=2 --test-reporter=spec "server/**/*.test.ts" "components/**/*.test.ts" "lib/**/*.test.ts" 2>&1 | tee "$logs/unit"
 
 echo "== production build"; next build
 echo "== browser tests (Chromium)"

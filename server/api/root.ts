@@ -1,4 +1,6 @@
 // The console's API: one small router per feature, combined here.
+import "server-only";
+
 import { conformanceRouter } from "./conformance/router.ts";
 import { datasourcesRouter } from "./datasources/router.ts";
 import { downloadsRouter } from "./downloads/router.ts";

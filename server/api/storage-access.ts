@@ -3,6 +3,8 @@
 // PBD is on: the console's own plugin root for the host of its toolstack, another host's plugins through that
 // host's toolstack (its /plugins, with the user's session). Reads of storage state go straight to the plugin
 // this way; changes go through the toolstack.
+import "server-only";
+
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import type { MethodName, Params, Result } from "../storage/interface.ts";

@@ -1,5 +1,7 @@
 // Plugin failures reach the browser as tRPC errors whose message says what was attempted and what the plugin
 // (or the script runner) answered, so an administrator can act on it without reading server logs.
+import "server-only";
+
 import { TRPCError, type TRPC_ERROR_CODE_KEY } from "@trpc/server";
 import { CALLER_CODES, StorageError } from "../storage/errors.ts";
 

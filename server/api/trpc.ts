@@ -2,6 +2,8 @@
  * tRPC for the console: request context, initialization and the procedure builders every feature router uses.
  * Routers live in `server/api/<feature>/router.ts` and are combined in `server/api/root.ts`.
  */
+import "server-only";
+
 import { initTRPC, TRPCError } from "@trpc/server";
 import { z, ZodError } from "zod";
 import { type ConsoleSession, clientFor, sessionFromHeaders } from "../auth/session.ts";

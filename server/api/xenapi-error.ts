@@ -1,5 +1,7 @@
 // Toolstack failures as tRPC errors: the status that fits, the words from error-descriptions.ts. The code
 // stays available (error.data.xenapi) for the UI to branch on; the message never is a stack trace.
+import "server-only";
+
 import { TRPCError, type TRPC_ERROR_CODE_KEY } from "@trpc/server";
 import { XenApiError } from "../xenapi/errors.ts";
 import { toTRPCError } from "./storage-error.ts";

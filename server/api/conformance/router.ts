@@ -1,5 +1,7 @@
 // Conformance checks from the console: a run against a volume plugin of the plugin root is a job (it takes
 // tens of seconds), started here and polled by id; its results arrive check by check.
+import "server-only";
+
 import { createTRPCRouter, authedProcedure } from "../trpc.ts";
 import { cancelRun, getRun, listRuns, startRun } from "./runs.ts";
 import { ZConformanceRun, ZConformanceRunIdSchema, ZConformanceRunsResponse, ZConformanceRunsSchema, ZStartConformanceSchema } from "./schema.ts";

@@ -1,6 +1,8 @@
 // Conformance runs as jobs of the console's server process: one at a time (the suite works the disk and
 // the plugin hard, on a shared host), each result kept as it ends so the page can poll it, the run's
 // scratch SR directory under the data dir removed afterwards. Finished runs are kept a while for the page.
+import "server-only";
+
 import { randomUUID } from "node:crypto";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { join } from "node:path";

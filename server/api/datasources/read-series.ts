@@ -1,6 +1,8 @@
 // datasources.series: the SR checked with the user's session (it exists, it is attached, the user may see
 // it), then registered with the console's sampler and answered from its memory. See
 // server/datasources/sampler.ts for where the sampler's SR list comes from.
+import "server-only";
+
 import { z } from "zod";
 import { consoleSampler } from "../../datasources/console-sampler.ts";
 import { SAMPLE_INTERVAL_MS, type DatasourceSampler, type WatchedSr } from "../../datasources/sampler.ts";

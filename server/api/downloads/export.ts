@@ -1,5 +1,7 @@
 // The Export dialog's side of a download: a task made beforehand (so the dialog and the Tasks page follow the
 // export from its first byte), the console route's URL naming it, and that task's progress.
+import "server-only";
+
 import { z } from "zod";
 import { type XenApiClient, zTaskRecord } from "../../xenapi/client.ts";
 import { parseXenDate } from "../tasks/list-tasks.ts";

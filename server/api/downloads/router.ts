@@ -1,4 +1,6 @@
 // Export downloads: the Export dialog starts one (a task and the console route's URL) and follows its progress.
+import "server-only";
+
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
 import { exportProgress, startExport } from "./export.ts";
 import { ZExportProgressResponse, ZExportProgressSchema, ZStartExportResponse, ZStartExportSchema } from "./schema.ts";

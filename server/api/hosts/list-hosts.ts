@@ -1,5 +1,7 @@
 // The pool's hosts as the Hosts page shows them: four listings in parallel (hosts, PBDs, SRs, the pool),
 // each host with its SRs through its PBDs. The master first, then by name and address.
+import "server-only";
+
 import { z } from "zod";
 import type { XenApiClient } from "../../xenapi/client.ts";
 import { readPool, ZPbdRecord } from "../srs/records.ts";

@@ -1,4 +1,6 @@
 // The pool's hosts: who they are, whether they are live, which is the master, and the SRs each connects to.
+import "server-only";
+
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
 import { listHosts } from "./list-hosts.ts";
 import { ZListHostsResponse } from "./schema.ts";

@@ -1,5 +1,7 @@
 // The plugins found in the plugin root: what each declares (Plugin.query) and the features the toolstack
 // derives, which were skipped and why, and Plugin.diagnostics on demand. Every call rescans the root: the console keeps no registry of its own.
+import "server-only";
+
 import { TRPCError } from "@trpc/server";
 import { scanPluginRoot, type PluginRegistry } from "../../storage/registry.ts";
 import { toTRPCError } from "../storage-error.ts";

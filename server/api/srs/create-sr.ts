@@ -1,5 +1,7 @@
 // SR.create as a toolstack task (Async.SR.create on the pool's master): the plugin makes and attaches the
 // SR; the console waits for the task and answers the new SR, or the plugin's failure in words.
+import "server-only";
+
 import { z } from "zod";
 import type { XenApiClient } from "../../xenapi/client.ts";
 import { readPool } from "./records.ts";

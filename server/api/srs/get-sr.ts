@@ -1,6 +1,8 @@
 // One SR for its page: the toolstack's record, and when attached a fresh SR.stat straight from its plugin so
 // the health reason is current. A detached SR, or one whose plugin fails or hangs, still answers: with the
 // reason in its health instead of an error, so the page can say why and offer what helps.
+import "server-only";
+
 import { z } from "zod";
 import type { XenApiClient } from "../../xenapi/client.ts";
 import { StorageError } from "../../storage/errors.ts";

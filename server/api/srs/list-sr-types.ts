@@ -1,5 +1,7 @@
 // The SR types one can create: the toolstack's supported types (SR.get_supported_types), described by the
 // volume plugins of the console's plugin root (Plugin.query: name, configuration keys, features).
+import "server-only";
+
 import { z } from "zod";
 import { featureName, type RegisteredPlugin } from "../../storage/registry.ts";
 import type { XenApiClient } from "../../xenapi/client.ts";

@@ -1,6 +1,8 @@
 // Every SR the toolstack knows, as the storage list and the dashboard show it: four listings in parallel
 // (SRs with their live space and health, PBDs, hosts, the pool), whatever the number of SRs, and each attached
 // SR's volume count from its plugin on the host it is attached on (volume-counts.ts).
+import "server-only";
+
 import type { XenApiClient } from "../../xenapi/client.ts";
 import { hostPlugins, poolHosts } from "../storage-access.ts";
 import { type PbdRecord, readPool, srHost, summarize, ZPbdRecord, ZSrRecord } from "./records.ts";

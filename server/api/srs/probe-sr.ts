@@ -1,5 +1,7 @@
 // SR.probe through the toolstack (SR.probe_ext: every result, with the SR found if any), each found SR
 // matched against the SRs the toolstack already knows so the dialog can say "already known as …".
+import "server-only";
+
 import { z } from "zod";
 import { type XenApiClient, zInt64 } from "../../xenapi/client.ts";
 import { readPool, ZSrRecord } from "./records.ts";

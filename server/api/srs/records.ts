@@ -1,5 +1,7 @@
 // The toolstack records an SR summary is made of (SR, its PBDs, the pool's default_SR), checked with zod,
 // and the summary itself. One place, so the list and the SR page say the same things the same way.
+import "server-only";
+
 import { z } from "zod";
 import { type XenApiClient, zInt64 } from "../../xenapi/client.ts";
 import type { PoolHost } from "../storage-access.ts";

@@ -1,5 +1,7 @@
 // Storage repositories: listing and one SR's page (reads: toolstack records, live SR.stat from the plugin),
 // the SR types one can create (Plugin.query), and every change as a toolstack task.
+import "server-only";
+
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
 import { createSr } from "./create-sr.ts";
 import { getSr } from "./get-sr.ts";

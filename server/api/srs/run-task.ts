@@ -1,5 +1,7 @@
 // Changes go through the toolstack as tasks (Async.<call>), so they show on the task page and obey the
 // session's permissions; the console waits for each one server-side and answers its outcome in words.
+import "server-only";
+
 import { z } from "zod";
 import { type XenApiClient, taskResult } from "../../xenapi/client.ts";
 import { XenApiError } from "../../xenapi/errors.ts";

@@ -1,5 +1,7 @@
 // The changes of an existing SR, each one or more toolstack tasks: default SR, attach (PBD.plug), detach
 // (PBD.unplug), forget (SR.forget, optionally after a detach) and destroy (SR.destroy: its volumes go too).
+import "server-only";
+
 import { TRPCError } from "@trpc/server";
 import type { XenApiClient } from "../../xenapi/client.ts";
 import { readPool, ZPbdRecord, ZSrRecord } from "./records.ts";

@@ -3,6 +3,8 @@
 // count is reused for COUNT_TTL_MS (lists refresh every 5 s) and a page waits at most COUNT_WAIT_MS for a new
 // one before showing the record's count; the call goes on and the next refresh gets it. The plugin is the one
 // of the host the SR is attached on.
+import "server-only";
+
 import { CONSOLE_DBG, type PluginPlace } from "../storage-access.ts";
 
 const COUNT_TTL_MS = 15_000;

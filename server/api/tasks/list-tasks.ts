@@ -1,6 +1,8 @@
 // Every toolstack task as the task page shows it: what it is (from the data-task state the toolstack keeps
 // in other_config, else its name_label), its state, progress (live from the datapath's Data.stat for a data
 // operation that runs), rate, time left, and the reason of a failure in words.
+import "server-only";
+
 import { z } from "zod";
 import type { RegisteredPlugin } from "../../storage/registry.ts";
 import { type XenApiClient, zInt64, zTaskRecord } from "../../xenapi/client.ts";

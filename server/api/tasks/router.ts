@@ -1,5 +1,7 @@
 // The task page's API: every toolstack task (list), cancel and remove from the history, and the start of a
 // copy or mirror of a volume (an Async. call: a task like any other).
+import "server-only";
+
 import { createTRPCRouter, authedProcedure } from "../trpc.ts";
 import { cancelTask, destroyTask, listTasks } from "./list-tasks.ts";
 import { ZCopySourcesResponse, ZListTasksResponse, ZStartDataTaskResponse, ZStartDataTaskSchema, ZTaskRefSchema } from "./schema.ts";

@@ -2,6 +2,8 @@
 // toolstack task the page follows like any other. Copy and mirror to an NBD URI, copy to a new volume of
 // another SR (VDI.copy), mirror into an existing volume (Hangar's VDI.hangar_data_mirror_to_vdi). The
 // choices come from the toolstack's SRs and VDIs.
+import "server-only";
+
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { type XenApiClient, zInt64 } from "../../xenapi/client.ts";

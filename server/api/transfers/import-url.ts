@@ -1,4 +1,6 @@
 // The tRPC side of import from URL: refusals (a forbidden address, an SR without room…) become BAD_REQUEST in words.
+import "server-only";
+
 import { TRPCError } from "@trpc/server";
 import type { ConsoleSession } from "../../auth/session.ts";
 import type { XenApiClient } from "../../xenapi/client.ts";

@@ -1,4 +1,6 @@
 // The user's uploads as the console sees them: the spool's bytes, the import's state and its task.
+import "server-only";
+
 import { stat } from "node:fs/promises";
 import { type ConsoleSession, isSessionValid } from "../../auth/session.ts";
 import { runningPipeline } from "../../transfers/upload/pipeline.ts";

@@ -1,4 +1,6 @@
 // Transfers: the user's uploads (VM imports while uploading) with their import tasks.
+import "server-only";
+
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
 import { cancelTransfer, importFromUrl } from "./import-url.ts";
 import { listUploads } from "./list-uploads.ts";

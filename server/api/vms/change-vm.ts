@@ -1,5 +1,7 @@
 // VM changes, each one toolstack task (Async.<call>): it shows on the task page and obeys the session's
 // permissions; the console waits for it and answers the task, or its failure in words.
+import "server-only";
+
 import { runTask } from "../srs/run-task.ts";
 import type { XenApiClient } from "../../xenapi/client.ts";
 

@@ -1,5 +1,7 @@
 // vms.list and vms.get: VMs with their disks (VBD → VDI → SR). One listing per class, never a call per
 // disk: VDI.get_all_records is one SR.ls per SR, and a VDI on an SR that cannot be listed shows as unknown.
+import "server-only";
+
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import type { XenApiClient } from "../../xenapi/client.ts";

@@ -1,4 +1,6 @@
 // The XenAPI fields the VM pages read, checked at the boundary (int64s may come as strings).
+import "server-only";
+
 import { z } from "zod";
 import { zInt64 } from "../../xenapi/client.ts";
 

@@ -1,4 +1,6 @@
 // VMs from the toolstack: the list with their disks, one VM's page, rename, description and destroy.
+import "server-only";
+
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
 import { destroyVm, renameVm, setVmDescription } from "./change-vm.ts";
 import { getVm, listVms } from "./list-vms.ts";

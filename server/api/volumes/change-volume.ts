@@ -1,5 +1,7 @@
 // Changes to volumes, each one XenAPI call on the user's session; the ones that take time run as tasks
 // the console waits for (quick) or hands to the task page (a copy to another SR).
+import "server-only";
+
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { formatBytes } from "../../../lib/format.ts";

@@ -1,6 +1,8 @@
 // An SR's volumes for the table: one SR.ls through the SR's plugin (never a call per volume), shaped the
 // way the toolstack reads them: snapshots and their originals from the keys it keeps on each volume,
 // clone-on-boot transients hidden, the uuid the toolstack gives a volume without one.
+import "server-only";
+
 import type { Volume } from "../../storage/types.ts";
 import { KEYS, OTHER_CONFIG_PREFIX, vdiUuid } from "../../xenapi/vdi-identity.ts";
 import type { XenApiClient } from "../../xenapi/client.ts";

@@ -1,4 +1,6 @@
 // Reads of one or two volumes straight from the SR's plugin: Volume.stat, Volume.compare.
+import "server-only";
+
 import { accessSr, CONSOLE_DBG, callPlugin } from "../storage-access.ts";
 import type { XenApiClient } from "../../xenapi/client.ts";
 import { volumeRows } from "./list-volumes.ts";

@@ -1,5 +1,7 @@
 // Volumes of an SR: reads straight from the SR's plugin (SR.ls, Volume.stat, Volume.compare), every change
 // through the toolstack's XenAPI on the user's session, as a task.
+import "server-only";
+
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
 import {
   addVolumeKey,

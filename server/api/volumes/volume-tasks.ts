@@ -2,6 +2,8 @@
 // tasks (so they show on the task page and obey the same permissions). Volumes are named by uuid in the
 // console; the toolstack's VDI ref is looked up at each change, so a volume destroyed in another window is
 // refused in words (UUID_INVALID / HANDLE_INVALID), never acted on by a stale ref.
+import "server-only";
+
 import { z } from "zod";
 import { type TaskRecord, taskResult, type XenApiClient, zInt64 } from "../../xenapi/client.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
