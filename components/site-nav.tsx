@@ -2,7 +2,6 @@
 
 import { usePathname } from "next/navigation";
 import { useState, type ComponentType, type ComponentProps } from "react";
-import { logOutAction } from "@/app/login/actions.ts";
 import { CloseIcon, DashboardIcon, HostIcon, MenuIcon, PluginIcon, StorageIcon, TasksIcon, VmIcon } from "./nav-icons.tsx";
 import { cn } from "./ui/cn.ts";
 import { IntentLink } from "./ui/intent-link.tsx";
@@ -26,8 +25,14 @@ function isCurrent(pathname: string, href: string): boolean {
   return href === "/" ? pathname === "/" : pathname === href || pathname.startsWith(`${href}/`);
 }
 
+export interface SiteNavProps {
+  user: string;
+  /** The server action that logs out; passed by the layout, so the nav holds no server code. */
+  logOut: () => Promise<void>;
+}
+
 /** Sidebar on wide screens; a bar with a menu button below the md breakpoint. */
-export function SiteNav({ user }: { user: string }) {
+export function SiteNav({ user, logOut }: SiteNavProps) {
   // Nullable in its types once a pages/ dir exists (the download route); always set under the App Router.
   const pathname = usePathname() ?? "/";
   const [open, setOpen] = useState(false);
@@ -83,7 +88,7 @@ export function SiteNav({ user }: { user: string }) {
               );
             })}
           </ul>
-          <form action={logOutAction} className="mt-4 flex items-center justify-between gap-2 border-t border-zinc-200 px-2.5 pt-3 dark:border-zinc-800">
+          <form action={logOut} className="mt-4 flex items-center justify-between gap-2 border-t border-zinc-200 px-2.5 pt-3 dark:border-zinc-800">
             <span className="truncate text-xs text-zinc-500 dark:text-zinc-400">
               Logged in as <span className="font-medium text-zinc-800 dark:text-zinc-200">{user}</span>
             </span>

@@ -1,4 +1,5 @@
 import type { ReactNode } from "react";
+import { logOutAction } from "@/app/login/actions.ts";
 import { SiteNav } from "@/components/site-nav.tsx";
 import { requireSession } from "@/server/auth/current.ts";
 
@@ -7,7 +8,7 @@ export default async function ConsoleLayout({ children }: { children: ReactNode 
   const session = await requireSession();
   return (
     <div className="md:flex">
-      <SiteNav user={session.user} />
+      <SiteNav user={session.user} logOut={logOutAction} />
       <main id="main" tabIndex={-1} className="min-w-0 flex-1 outline-none">
         <div className="mx-auto flex max-w-6xl flex-col gap-8 px-4 py-6 sm:px-6 lg:px-10 lg:py-10">{children}</div>
       </main>

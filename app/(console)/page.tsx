@@ -1,5 +1,5 @@
 import Link from "next/link";
-import { Suspense } from "react";
+import { Suspense, type ReactNode } from "react";
 import { HostSummary } from "@/components/dashboard/host-summary.tsx";
 import { PluginSummary, PluginSummarySkeleton } from "@/components/dashboard/plugin-summary.tsx";
 import { StorageSummary } from "@/components/dashboard/storage-summary.tsx";
@@ -15,48 +15,50 @@ export default function DashboardPage() {
     <>
       <PageHeader title="Dashboard" description="What this Hangar pool can see right now: storage health and space, its hosts, work in progress, recent failures." />
 
-      <section aria-labelledby="dashboard-storage" className="flex flex-col gap-4">
-        <div className="flex flex-wrap items-baseline justify-between gap-2">
-          <h2 id="dashboard-storage" className={headingClasses}>
-            Storage
-          </h2>
-          <Link href="/storage" className={linkClasses}>
-            View storage
-          </Link>
-        </div>
+      <DashboardSection id="dashboard-storage" title="Storage" link={{ href: "/storage", label: "View storage" }}>
         <StorageSummary />
-      </section>
+      </DashboardSection>
 
-      <section aria-labelledby="dashboard-hosts" className="flex flex-col gap-4">
-        <div className="flex flex-wrap items-baseline justify-between gap-2">
-          <h2 id="dashboard-hosts" className={headingClasses}>
-            Hosts
-          </h2>
-          <Link href="/hosts" className={linkClasses}>
-            View hosts
-          </Link>
-        </div>
+      <DashboardSection id="dashboard-hosts" title="Hosts" link={{ href: "/hosts", label: "View hosts" }}>
         <HostSummary />
-      </section>
+      </DashboardSection>
 
-      <section aria-labelledby="dashboard-tasks" className="flex flex-col gap-4">
-        <h2 id="dashboard-tasks" className={headingClasses}>
-          Tasks
-        </h2>
+      <DashboardSection id="dashboard-tasks" title="Tasks">
         <div className="grid items-start gap-4 lg:grid-cols-2">
           <RunningTasksSummary />
           <RecentFailures />
         </div>
-      </section>
+      </DashboardSection>
 
-      <section aria-labelledby="dashboard-plugins" className="flex flex-col gap-4">
-        <h2 id="dashboard-plugins" className={headingClasses}>
-          Storage plugins
-        </h2>
+      <DashboardSection id="dashboard-plugins" title="Storage plugins">
         <Suspense fallback={<PluginSummarySkeleton />}>
           <PluginSummary />
         </Suspense>
-      </section>
+      </DashboardSection>
     </>
+  );
+}
+
+/** One part of the dashboard: its heading, with a link to the page that has the rest beside it. */
+function DashboardSection({ id, title, link, children }: { id: string; title: string; link?: { href: string; label: string }; children: ReactNode }) {
+  const heading = (
+    <h2 id={id} className={headingClasses}>
+      {title}
+    </h2>
+  );
+  return (
+    <section aria-labelledby={id} className="flex flex-col gap-4">
+      {link ? (
+        <div className="flex flex-wrap items-baseline justify-between gap-2">
+          {heading}
+          <Link href={link.href} className={linkClasses}>
+            {link.label}
+          </Link>
+        </div>
+      ) : (
+        heading
+      )}
+      {children}
+    </section>
   );
 }

@@ -3,6 +3,7 @@
 import { cookies, headers } from "next/headers";
 import { redirect } from "next/navigation";
 import { z } from "zod";
+import type { LogInState } from "@/components/auth/login-form.tsx";
 import { isSafeNext } from "@/server/auth/current.ts";
 import { LoginError, SESSION_COOKIE, cookieAttributes, logIn, logOut, sessionFromCookie } from "@/server/auth/session.ts";
 
@@ -11,11 +12,6 @@ const ZLogInSchema = z.object({
   password: z.string().min(1, "Enter the password."),
   next: z.string().optional(),
 });
-
-export interface LogInState {
-  error?: string;
-  user?: string;
-}
 
 export async function logInAction(_previous: LogInState, form: FormData): Promise<LogInState> {
   const parsed = ZLogInSchema.safeParse({ user: form.get("user"), password: form.get("password"), next: form.get("next") ?? undefined });

@@ -3,6 +3,7 @@ import { redirect } from "next/navigation";
 import { LoginForm } from "@/components/auth/login-form.tsx";
 import { currentSession, isSafeNext } from "@/server/auth/current.ts";
 import { toolstackUrl } from "@/server/config.ts";
+import { logInAction } from "./actions.ts";
 
 export const metadata: Metadata = { title: "Log in" };
 
@@ -22,7 +23,7 @@ export default async function LoginPage({ searchParams }: { searchParams: Promis
             <p className="text-xs text-zinc-500 dark:text-zinc-400">With the toolstack&apos;s credentials ({toolstackUrl()})</p>
           </div>
         </div>
-        <LoginForm next={next} notice={params.reason === "expired" ? "Your session has ended. Log in again." : undefined} />
+        <LoginForm logIn={logInAction} next={next} notice={params.reason === "expired" ? "Your session has ended. Log in again." : undefined} />
       </div>
     </main>
   );

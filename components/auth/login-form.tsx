@@ -1,14 +1,26 @@
 "use client";
 
 import { useActionState } from "react";
-import { type LogInState, logInAction } from "@/app/login/actions.ts";
 import { Button } from "@/components/ui/button.tsx";
 
 const field =
   "mt-1.5 block h-10 w-full rounded-md border border-zinc-300 bg-white px-3 text-sm text-zinc-900 shadow-sm focus-visible:outline-2 focus-visible:outline-offset-0 focus-visible:outline-sky-600 dark:border-zinc-700 dark:bg-zinc-900 dark:text-zinc-100";
 
-export function LoginForm({ next, notice }: { next?: string; notice?: string }) {
-  const [state, action, pending] = useActionState<LogInState, FormData>(logInAction, {});
+/** What a failed log-in gives back: why, and the user name to show again. */
+export interface LogInState {
+  error?: string;
+  user?: string;
+}
+
+export interface LoginFormProps {
+  /** The server action that logs in (redirects on success); passed by the page, so the form holds no server code. */
+  logIn: (previous: LogInState, form: FormData) => Promise<LogInState>;
+  next?: string;
+  notice?: string;
+}
+
+export function LoginForm({ logIn, next, notice }: LoginFormProps) {
+  const [state, action, pending] = useActionState(logIn, {});
   const message = state.error ?? notice;
   return (
     <form action={action} className="flex flex-col gap-4" aria-describedby={message ? "login-message" : undefined}>

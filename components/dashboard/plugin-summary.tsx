@@ -4,6 +4,7 @@ import { Badge } from "@/components/ui/badge.tsx";
 import { Card, CardDescription, CardHeader, CardTitle } from "@/components/ui/card.tsx";
 import { Panel } from "@/components/ui/panel.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { SkeletonGroup } from "@/components/ui/skeleton-group.tsx";
 import { api } from "@/server/api/caller.ts";
 import type { TListPluginsResponse } from "@/server/api/plugins/schema.ts";
 
@@ -69,14 +70,11 @@ export async function PluginSummary() {
 
 export function PluginSummarySkeleton() {
   return (
-    <div className="flex flex-col gap-4">
-      <p role="status" className="sr-only">
-        Scanning the plugin root…
-      </p>
+    <SkeletonGroup label="Scanning the plugin root…" className="flex flex-col gap-4">
       <div className="grid gap-4 sm:grid-cols-2">
         <Skeleton className="h-40 rounded-xl" />
         <Skeleton className="h-40 rounded-xl" />
       </div>
-    </div>
+    </SkeletonGroup>
   );
 }

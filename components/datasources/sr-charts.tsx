@@ -28,6 +28,21 @@ interface ChartSpec {
   rate: boolean;
 }
 
+/** A chart of a read and a write datasource, summarised as "Read …, write …" with `after` appended. */
+function readWriteChart(title: string, [read, write]: [string, string], units: string, rate: boolean, after = ""): ChartSpec {
+  return {
+    title,
+    lines: [
+      { key: read, label: "Read", color: READ },
+      { key: write, label: "Write", color: WRITE },
+    ],
+    units,
+    requires: [read, write],
+    rate,
+    summary: (latest, units) => `Read ${formatDatasourceValue(latest(read), units)}, write ${formatDatasourceValue(latest(write), units)}${after}`,
+  };
+}
+
 const CHARTS: ChartSpec[] = [
   {
     title: "Free space",
@@ -42,39 +57,9 @@ const CHARTS: ChartSpec[] = [
       return total === null ? `${formatDatasourceValue(free, units)} free` : `${formatDatasourceValue(free, units)} free of ${formatDatasourceValue(total, units)}`;
     },
   },
-  {
-    title: "Throughput",
-    lines: [
-      { key: "io_read_bytes", label: "Read", color: READ },
-      { key: "io_write_bytes", label: "Write", color: WRITE },
-    ],
-    units: "B/s",
-    requires: ["io_read_bytes", "io_write_bytes"],
-    rate: true,
-    summary: (latest, units) => `Read ${formatDatasourceValue(latest("io_read_bytes"), units)}, write ${formatDatasourceValue(latest("io_write_bytes"), units)}`,
-  },
-  {
-    title: "IOPS",
-    lines: [
-      { key: "iops_read", label: "Read", color: READ },
-      { key: "iops_write", label: "Write", color: WRITE },
-    ],
-    units: "requests/s",
-    requires: ["iops_read", "iops_write"],
-    rate: true,
-    summary: (latest, units) => `Read ${formatDatasourceValue(latest("iops_read"), units)}, write ${formatDatasourceValue(latest("iops_write"), units)}`,
-  },
-  {
-    title: "Latency",
-    lines: [
-      { key: "read_latency", label: "Read", color: READ },
-      { key: "write_latency", label: "Write", color: WRITE },
-    ],
-    units: "ms",
-    requires: ["read_latency", "write_latency"],
-    rate: false,
-    summary: (latest, units) => `Read ${formatDatasourceValue(latest("read_latency"), units)}, write ${formatDatasourceValue(latest("write_latency"), units)} (average)`,
-  },
+  readWriteChart("Throughput", ["io_read_bytes", "io_write_bytes"], "B/s", true),
+  readWriteChart("IOPS", ["iops_read", "iops_write"], "requests/s", true),
+  readWriteChart("Latency", ["read_latency", "write_latency"], "ms", false, " (average)"),
 ];
 
 /** The SR page's performance charts: its datasources sampled server-side every 5 s, polled while the page is visible. */

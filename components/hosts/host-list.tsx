@@ -5,9 +5,11 @@ import { plural } from "@/lib/format.ts";
 import { srHref } from "@/components/storage/sr-list.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Badge } from "@/components/ui/badge.tsx";
+import { ColGroup } from "@/components/ui/col-group.tsx";
 import { Panel } from "@/components/ui/panel.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { TableSkeleton, tableHeadClasses } from "@/components/ui/table-skeleton.tsx";
 import type { THostSr, THostSummary } from "@/server/api/hosts/schema.ts";
 import { hostNote, hostTitle, LiveBadge, RoleBadge } from "./host-status.tsx";
 import { IntentLink } from "@/components/ui/intent-link.tsx";
@@ -17,7 +19,6 @@ export const HOST_LIST_REFETCH_MS = 5000;
 
 const linkClasses =
   "rounded font-medium text-zinc-950 underline decoration-zinc-300 underline-offset-4 hover:decoration-zinc-900 focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-sky-600 dark:text-white dark:decoration-zinc-600 dark:hover:decoration-zinc-100";
-const head = "px-4 py-2.5 text-left text-xs font-medium tracking-wide text-zinc-500 uppercase dark:text-zinc-400";
 
 /** The pool's hosts: a table on wide screens, one card per host on narrow ones. */
 export function HostList() {
@@ -125,14 +126,14 @@ function HostTable({ hosts }: { hosts: THostSummary[] }) {
     <div className="hidden rounded-xl border border-zinc-200 bg-white shadow-xs lg:block dark:border-zinc-800 dark:bg-zinc-900/60">
       <table className="w-full table-fixed text-sm">
         <caption className="sr-only">Hosts of the pool</caption>
-        <HostColumns />
+        <ColGroup widths={columnWidths} />
         <thead className="border-b border-zinc-200 dark:border-zinc-800">
           <tr>
-            <th scope="col" className={head}>Host</th>
-            <th scope="col" className={head}>Address</th>
-            <th scope="col" className={head}>State</th>
-            <th scope="col" className={head}>Role</th>
-            <th scope="col" className={head}>SRs</th>
+            <th scope="col" className={tableHeadClasses}>Host</th>
+            <th scope="col" className={tableHeadClasses}>Address</th>
+            <th scope="col" className={tableHeadClasses}>State</th>
+            <th scope="col" className={tableHeadClasses}>Role</th>
+            <th scope="col" className={tableHeadClasses}>SRs</th>
           </tr>
         </thead>
         <tbody className="divide-y divide-zinc-200 dark:divide-zinc-800">
@@ -185,63 +186,23 @@ function HostCard({ host }: { host: THostSummary }) {
 }
 
 /** The table's column widths, shared with its skeleton so nothing moves when the data arrives. */
-function HostColumns() {
-  return (
-    <colgroup>
-      <col className="w-[20%]" />
-      <col className="w-[13%]" />
-      <col className="w-[22%]" />
-      <col className="w-[17%]" />
-      <col />
-    </colgroup>
-  );
-}
+const columnWidths = ["w-[20%]", "w-[13%]", "w-[22%]", "w-[17%]", ""];
 
 /** The list's frame with one placeholder host, at the sizes of a real row and card. */
 function HostListSkeleton() {
   return (
-    <>
-      <p role="status" className="sr-only">
-        Loading the hosts…
-      </p>
-      <div aria-hidden="true" className="hidden rounded-xl border border-zinc-200 bg-white shadow-xs lg:block dark:border-zinc-800 dark:bg-zinc-900/60">
-        <table className="w-full table-fixed text-sm">
-          <HostColumns />
-          <thead className="border-b border-zinc-200 dark:border-zinc-800">
-            <tr>
-              {["Host", "Address", "State", "Role", "SRs"].map((label) => (
-                <th key={label} className={head}>
-                  {label}
-                </th>
-              ))}
-            </tr>
-          </thead>
-          <tbody>
-            <tr>
-              <td className="px-4 py-3">
-                <Skeleton className="h-5 w-32" />
-                <Skeleton className="mt-1.5 h-4 w-20" />
-              </td>
-              <td className="px-4 py-3">
-                <Skeleton className="h-4 w-20" />
-              </td>
-              <td className="px-4 py-3">
-                <Skeleton className="h-5 w-12" />
-              </td>
-              <td className="px-4 py-3">
-                <Skeleton className="h-5 w-14" />
-                <Skeleton className="mt-1.5 h-4 w-28" />
-              </td>
-              <td className="px-4 py-3">
-                <Skeleton className="h-5 w-40" />
-              </td>
-            </tr>
-          </tbody>
-        </table>
-      </div>
-      <div aria-hidden="true" className="lg:hidden">
-        <Skeleton className="h-48 rounded-xl" />
-      </div>
-    </>
+    <TableSkeleton
+      label="Loading the hosts…"
+      columnWidths={columnWidths}
+      rows={1}
+      cardHeight="h-48"
+      columns={[
+        { label: "Host", lines: ["h-5 w-32", "h-4 w-20"] },
+        { label: "Address", lines: ["h-4 w-20"] },
+        { label: "State", lines: ["h-5 w-12"] },
+        { label: "Role", lines: ["h-5 w-14", "h-4 w-28"] },
+        { label: "SRs", lines: ["h-5 w-40"] },
+      ]}
+    />
   );
 }

@@ -8,6 +8,7 @@ import { Badge } from "@/components/ui/badge.tsx";
 import { Button } from "@/components/ui/button.tsx";
 import { Panel } from "@/components/ui/panel.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { SkeletonGroup } from "@/components/ui/skeleton-group.tsx";
 import { useScrollToHash } from "@/components/ui/use-scroll-to-hash.ts";
 import type { TListPluginsResponse, TRegisteredPlugin } from "@/server/api/plugins/schema.ts";
 import { PluginCard } from "./plugin-card.tsx";
@@ -141,13 +142,10 @@ function PluginGroup({ title, description, none, plugins }: { title: string; des
 
 function CatalogSkeleton() {
   return (
-    <div className="flex flex-col gap-6">
-      <p role="status" className="text-sm text-zinc-600 dark:text-zinc-400">
-        Scanning the plugin root…
-      </p>
+    <SkeletonGroup label="Scanning the plugin root…" showLabel className="flex flex-col gap-6">
       <Skeleton className="h-16 rounded-xl" />
       <Skeleton className="h-80 rounded-xl" />
       <Skeleton className="h-80 rounded-xl" />
-    </div>
+    </SkeletonGroup>
   );
 }

@@ -2,16 +2,20 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
-import { useEffect, useId, useRef, useState, type FormEvent } from "react";
+import { useEffect, useId, useRef, useState } from "react";
 import { formatBytes } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Badge } from "@/components/ui/badge.tsx";
 import { Button } from "@/components/ui/button.tsx";
-import { Dialog, DialogActions } from "@/components/ui/dialog.tsx";
+import { Dialog } from "@/components/ui/dialog.tsx";
+import { DialogForm } from "@/components/ui/dialog-form.tsx";
 import { Field, inputClasses, selectClasses } from "@/components/ui/field.tsx";
+import { FormButtons } from "@/components/ui/form-buttons.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { SkeletonGroup } from "@/components/ui/skeleton-group.tsx";
+import { TextField } from "@/components/ui/text-field.tsx";
 import type { TProbeResult, TSrType } from "@/server/api/srs/schema.ts";
 
 const linkClasses =
@@ -83,33 +87,24 @@ function CreateSrDialog({ onClose, onCreated }: { onClose: () => void; onCreated
   // Only this type's keys are sent: a value typed for another type stays behind.
   const deviceConfig = () => Object.fromEntries((type?.configuration ?? []).map(({ key }) => [key, config[key] ?? ""]));
 
-  const submit = (event: FormEvent) => {
-    event.preventDefault();
-    if (type === undefined) return;
-    create.mutate({ type: type.type, name, description, deviceConfig: deviceConfig() });
-  };
-
   return (
     <Dialog open onClose={() => !busy && onClose()} title="Create an SR" description="A new storage repository, made by its volume plugin and attached to this host." className="max-w-xl">
       {types.data === undefined ? (
         types.isError ? (
           <QueryError error={types.error} what="the SR types" onRetry={() => void types.refetch()} />
         ) : (
-          <div className="flex flex-col gap-3">
-            <p role="status" className="sr-only">
-              Loading the SR types…
-            </p>
+          <SkeletonGroup label="Loading the SR types…" className="flex flex-col gap-3">
             <Skeleton className="h-9" />
             <Skeleton className="h-9" />
             <Skeleton className="h-24" />
-          </div>
+          </SkeletonGroup>
         )
       ) : type === undefined ? (
         <Alert tone="warning" title="No SR type can be created">
           No volume plugin known to the toolstack declares SR_CREATE.
         </Alert>
       ) : (
-        <form onSubmit={submit} className="flex flex-col gap-4" aria-busy={busy}>
+        <DialogForm onSubmit={() => create.mutate({ type: type.type, name, description, deviceConfig: deviceConfig() })} aria-busy={busy}>
           <Field label="SR type" hint={type.description}>
             {(id, describedBy) => (
               <select
@@ -133,21 +128,7 @@ function CreateSrDialog({ onClose, onCreated }: { onClose: () => void; onCreated
             )}
           </Field>
           <div className="grid gap-4 sm:grid-cols-2">
-            <Field label="Name" error={fieldErrors?.name?.[0]}>
-              {(id, describedBy) => (
-                <input
-                  id={id}
-                  aria-describedby={describedBy}
-                  aria-invalid={fieldErrors?.name ? true : undefined}
-                  className={inputClasses}
-                  required
-                  maxLength={255}
-                  value={name}
-                  disabled={busy}
-                  onChange={(event) => setName(event.target.value)}
-                />
-              )}
-            </Field>
+            <TextField label="Name" error={fieldErrors?.name?.[0]} required maxLength={255} value={name} disabled={busy} onChange={setName} />
             <Field label="Description" error={fieldErrors?.description?.[0]}>
               {(id, describedBy) => (
                 <input
@@ -172,10 +153,7 @@ function CreateSrDialog({ onClose, onCreated }: { onClose: () => void; onCreated
           ) : null}
           {probe.error ? <Alert tone="error" title="Probe failed">{probe.error.message}</Alert> : null}
           {create.error && !fieldErrors ? <Alert tone="error" title="Could not create the SR">{create.error.message}</Alert> : null}
-          <DialogActions>
-            <Button variant="secondary" onClick={onClose} disabled={busy}>
-              Cancel
-            </Button>
+          <FormButtons label="Create" pending={busy} pendingLabel="Creating…" cancelDisabled={busy} onCancel={onClose}>
             <Button
               variant="secondary"
               disabled={!type.canProbe || busy || probe.isPending}
@@ -185,11 +163,8 @@ function CreateSrDialog({ onClose, onCreated }: { onClose: () => void; onCreated
             >
               {probe.isPending ? "Probing…" : "Probe"}
             </Button>
-            <Button type="submit" disabled={busy} aria-busy={busy}>
-              {busy ? "Creating…" : "Create"}
-            </Button>
-          </DialogActions>
-        </form>
+          </FormButtons>
+        </DialogForm>
       )}
     </Dialog>
   );

@@ -14,6 +14,7 @@ import { cn } from "@/components/ui/cn.ts";
 import { Panel } from "@/components/ui/panel.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { SkeletonGroup } from "@/components/ui/skeleton-group.tsx";
 import { VolumeTable } from "@/components/volumes/volume-table.tsx";
 import type { TGetSrResponse } from "@/server/api/srs/schema.ts";
 import type { MenuAction } from "./action-menu.tsx";
@@ -204,16 +205,13 @@ function ActionButton({ action }: { action: MenuAction }) {
 
 function SrHeaderSkeleton() {
   return (
-    <div className="flex flex-col gap-5 border-b border-zinc-200 pb-6 dark:border-zinc-800">
-      <p role="status" className="sr-only">
-        Loading the SR…
-      </p>
+    <SkeletonGroup label="Loading the SR…" className="flex flex-col gap-5 border-b border-zinc-200 pb-6 dark:border-zinc-800">
       <Skeleton className="h-8 w-64" />
       <div className="grid gap-4 sm:grid-cols-2 lg:grid-cols-3">
         <Skeleton className="h-16" />
         <Skeleton className="h-16" />
         <Skeleton className="h-16" />
       </div>
-    </div>
+    </SkeletonGroup>
   );
 }

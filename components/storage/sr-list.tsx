@@ -6,9 +6,11 @@ import { plural } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Badge } from "@/components/ui/badge.tsx";
 import { cn } from "@/components/ui/cn.ts";
+import { ColGroup } from "@/components/ui/col-group.tsx";
 import { Panel } from "@/components/ui/panel.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { TableSkeleton, tableHeadClasses } from "@/components/ui/table-skeleton.tsx";
 import type { TSrHost, TSrSummary } from "@/server/api/srs/schema.ts";
 import { ActionMenu, type MenuAction } from "./action-menu.tsx";
 import { CapacityBar } from "./capacity-bar.tsx";
@@ -105,21 +107,20 @@ export function SrHostLabel({ host, className }: { host: TSrHost | null; classNa
 }
 
 function SrTable({ srs, actionsFor }: { srs: TSrSummary[]; actionsFor: (sr: TSrSummary) => MenuAction[] }) {
-  const head = "px-4 py-2.5 text-left text-xs font-medium tracking-wide text-zinc-500 uppercase dark:text-zinc-400";
   return (
     <div className="hidden rounded-xl border border-zinc-200 bg-white shadow-xs lg:block dark:border-zinc-800 dark:bg-zinc-900/60">
       <table className="w-full table-fixed text-sm">
         <caption className="sr-only">Storage repositories</caption>
-        <SrColumns />
+        <ColGroup widths={columnWidths} />
         <thead className="border-b border-zinc-200 dark:border-zinc-800">
           <tr>
-            <th scope="col" className={head}>Name</th>
-            <th scope="col" className={head}>Type</th>
-            <th scope="col" className={`${head} hidden xl:table-cell`}>Host</th>
-            <th scope="col" className={head}>Health</th>
-            <th scope="col" className={head}>Space</th>
-            <th scope="col" className={`${head} text-right`}>Volumes</th>
-            <th scope="col" className={`${head} text-right`}><span className="sr-only">Actions</span></th>
+            <th scope="col" className={tableHeadClasses}>Name</th>
+            <th scope="col" className={tableHeadClasses}>Type</th>
+            <th scope="col" className={`${tableHeadClasses} hidden xl:table-cell`}>Host</th>
+            <th scope="col" className={tableHeadClasses}>Health</th>
+            <th scope="col" className={tableHeadClasses}>Space</th>
+            <th scope="col" className={`${tableHeadClasses} text-right`}>Volumes</th>
+            <th scope="col" className={`${tableHeadClasses} text-right`}><span className="sr-only">Actions</span></th>
           </tr>
         </thead>
         <tbody className="divide-y divide-zinc-200 dark:divide-zinc-800">
@@ -189,75 +190,25 @@ function SrCard({ sr, actions }: { sr: TSrSummary; actions: ReactNode }) {
 }
 
 /** The table's column widths, shared with its skeleton so nothing moves when the data arrives. */
-function SrColumns() {
-  return (
-    <colgroup>
-      <col />
-      <col className="w-20" />
-      <col className="hidden w-[14%] xl:table-column" />
-      <col className="w-[22%] xl:w-[20%]" />
-      <col className="w-[20%] xl:w-[18%]" />
-      <col className="w-20" />
-      <col className="w-28" />
-    </colgroup>
-  );
-}
+const columnWidths = ["", "w-20", "hidden w-[14%] xl:table-column", "w-[22%] xl:w-[20%]", "w-[20%] xl:w-[18%]", "w-20", "w-28"];
 
 /** The list's frame with two placeholder SRs, at the sizes of real rows and cards. */
 function SrListSkeleton() {
-  const head = "px-4 py-2.5 text-left text-xs font-medium tracking-wide text-zinc-500 uppercase dark:text-zinc-400";
   return (
-    <>
-      <p role="status" className="sr-only">
-        Loading the SRs…
-      </p>
-      <div aria-hidden="true" className="hidden rounded-xl border border-zinc-200 bg-white shadow-xs lg:block dark:border-zinc-800 dark:bg-zinc-900/60">
-        <table className="w-full table-fixed text-sm">
-          <SrColumns />
-          <thead className="border-b border-zinc-200 dark:border-zinc-800">
-            <tr>
-              {["Name", "Type", "Host", "Health", "Space", "Volumes", ""].map((label, index) => (
-                <th key={index} className={cn(head, label === "Host" && "hidden xl:table-cell")}>
-                  {label}
-                </th>
-              ))}
-            </tr>
-          </thead>
-          <tbody className="divide-y divide-zinc-200 dark:divide-zinc-800">
-            {[0, 1].map((row) => (
-              <tr key={row}>
-                <td className="px-4 py-3">
-                  <Skeleton className="h-5 w-40" />
-                  <Skeleton className="mt-1.5 h-4 w-28" />
-                </td>
-                <td className="px-4 py-3">
-                  <Skeleton className="h-5 w-10" />
-                </td>
-                <td className="hidden px-4 py-3 xl:table-cell">
-                  <Skeleton className="h-4 w-20" />
-                </td>
-                <td className="px-4 py-3">
-                  <Skeleton className="h-5 w-20" />
-                </td>
-                <td className="px-4 py-3">
-                  <Skeleton className="h-2" />
-                  <Skeleton className="mt-1.5 h-4 w-32" />
-                </td>
-                <td className="px-4 py-3">
-                  <Skeleton className="ml-auto h-5 w-8" />
-                </td>
-                <td className="px-4 py-2.5">
-                  <Skeleton className="ml-auto h-8 w-20" />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
-      <div aria-hidden="true" className="flex flex-col gap-3 lg:hidden">
-        <Skeleton className="h-56 rounded-xl" />
-        <Skeleton className="h-56 rounded-xl" />
-      </div>
-    </>
+    <TableSkeleton
+      label="Loading the SRs…"
+      columnWidths={columnWidths}
+      rows={2}
+      cardHeight="h-56"
+      columns={[
+        { label: "Name", lines: ["h-5 w-40", "h-4 w-28"] },
+        { label: "Type", lines: ["h-5 w-10"] },
+        { label: "Host", lines: ["h-4 w-20"], className: "hidden xl:table-cell" },
+        { label: "Health", lines: ["h-5 w-20"] },
+        { label: "Space", lines: ["h-2", "h-4 w-32"] },
+        { label: "Volumes", lines: ["ml-auto h-5 w-8"] },
+        { label: "", lines: ["ml-auto h-8 w-20"] },
+      ]}
+    />
   );
 }

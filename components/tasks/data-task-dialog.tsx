@@ -2,15 +2,17 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { TRPCClientError } from "@trpc/client";
-import { useId, useState, type FormEvent } from "react";
+import { useId, useState } from "react";
 import { formatBytes } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
-import { Button } from "@/components/ui/button.tsx";
-import { Dialog, DialogActions } from "@/components/ui/dialog.tsx";
+import { Dialog } from "@/components/ui/dialog.tsx";
+import { DialogForm } from "@/components/ui/dialog-form.tsx";
 import { Field, inputClasses, selectClasses } from "@/components/ui/field.tsx";
+import { FormButtons } from "@/components/ui/form-buttons.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { SkeletonGroup } from "@/components/ui/skeleton-group.tsx";
 import { ZNbdUri, type TStartDataTaskInput } from "@/server/api/tasks/schema.ts";
 
 type Operation = "copy" | "mirror";
@@ -73,8 +75,7 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
   const intoChoices = dest?.volumes.filter((v) => v.ref !== vdi?.ref && !v.isSnapshot && v.virtualSize >= (vdi?.virtualSize ?? 0)) ?? [];
   const into = intoChoices.find((v) => v.ref === destVdi) ?? intoChoices[0];
 
-  function submit(event: FormEvent) {
-    event.preventDefault();
+  function submit() {
     if (vdi === undefined) return;
     let input: TStartDataTaskInput;
     if (effectiveTarget === "nbd") {
@@ -109,16 +110,13 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
       {sources.error !== null ? (
         <QueryError error={sources.error} what="the SRs and their volumes" onRetry={() => void sources.refetch()} />
       ) : sources.data === undefined ? (
-        <div className="flex flex-col gap-4">
-          <p role="status" className="sr-only">
-            Loading the SRs and their volumes…
-          </p>
+        <SkeletonGroup label="Loading the SRs and their volumes…" className="flex flex-col gap-4">
           <Skeleton className="h-16" />
           <Skeleton className="h-16" />
           <Skeleton className="h-24" />
-        </div>
+        </SkeletonGroup>
       ) : (
-        <form onSubmit={submit} className="flex flex-col gap-4" noValidate>
+        <DialogForm onSubmit={submit} noValidate>
           <div className="grid gap-4 sm:grid-cols-2">
             <Field label="Source SR" hint={srs.length > usable.length ? `${srs.length - usable.length} detached or unreachable SR(s) not shown.` : undefined}>
               {(id, describedBy) => (
@@ -227,15 +225,15 @@ export function DataTaskDialog({ open, onClose, onStarted }: { open: boolean; on
             </Alert>
           ) : null}
 
-          <DialogActions>
-            <Button variant="secondary" onClick={onClose}>
-              Close
-            </Button>
-            <Button type="submit" disabled={vdi === undefined || start.isPending || (effectiveTarget === "vdi" && into === undefined) || (effectiveTarget === "sr" && dest === undefined)} aria-busy={start.isPending}>
-              {start.isPending ? "Starting…" : `Start ${verb}`}
-            </Button>
-          </DialogActions>
-        </form>
+          <FormButtons
+            label={`Start ${verb}`}
+            pending={start.isPending}
+            pendingLabel="Starting…"
+            disabled={vdi === undefined || (effectiveTarget === "vdi" && into === undefined) || (effectiveTarget === "sr" && dest === undefined)}
+            cancelLabel="Close"
+            onCancel={onClose}
+          />
+        </DialogForm>
       )}
     </Dialog>
   );

@@ -13,6 +13,7 @@ import { Panel } from "@/components/ui/panel.tsx";
 import { ProgressBar } from "@/components/ui/progress-bar.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { SkeletonGroup } from "@/components/ui/skeleton-group.tsx";
 import type { TListTasksResponse, TTask } from "@/server/api/tasks/schema.ts";
 import { DataTaskDialog } from "./data-task-dialog.tsx";
 import { HISTORY_FILTERS, type HistoryFilter } from "./history-filter.ts";
@@ -129,13 +130,10 @@ function HistoryRow({ task, state, now, highlighted, onRemove, removing }: { tas
 
 function TasksSkeleton() {
   return (
-    <div className="flex flex-col gap-6">
-      <p role="status" className="sr-only">
-        Loading the tasks…
-      </p>
+    <SkeletonGroup label="Loading the tasks…" className="flex flex-col gap-6">
       <Skeleton className="h-32 rounded-xl" />
       <Skeleton className="h-64 rounded-xl" />
-    </div>
+    </SkeletonGroup>
   );
 }
 

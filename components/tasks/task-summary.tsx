@@ -6,6 +6,7 @@ import { Panel } from "@/components/ui/panel.tsx";
 import { ProgressBar } from "@/components/ui/progress-bar.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { SkeletonGroup } from "@/components/ui/skeleton-group.tsx";
 import { runningFacts, TaskStateBadge } from "./task-bits.tsx";
 import { useTasks } from "./use-tasks.ts";
 
@@ -19,13 +20,10 @@ const linkClasses =
 
 function ListSkeleton({ what }: { what: string }) {
   return (
-    <div className="flex flex-col gap-3">
-      <p role="status" className="sr-only">
-        Loading {what}…
-      </p>
+    <SkeletonGroup label={`Loading ${what}…`} className="flex flex-col gap-3">
       <Skeleton className="h-12" />
       <Skeleton className="h-12" />
-    </div>
+    </SkeletonGroup>
   );
 }
 

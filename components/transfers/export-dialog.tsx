@@ -7,6 +7,8 @@ import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";
 import { Dialog, DialogActions } from "@/components/ui/dialog.tsx";
+import { DialogForm } from "@/components/ui/dialog-form.tsx";
+import { FormButtons } from "@/components/ui/form-buttons.tsx";
 import { ProgressBar } from "@/components/ui/progress-bar.tsx";
 import type { TExportCompression, TStartExportResponse } from "@/server/api/downloads/schema.ts";
 
@@ -45,13 +47,7 @@ function ExportForm({ vm, onClose }: { vm: { ref: string; name: string }; onClos
 
   if (started !== null) return <ExportProgress vmName={vm.name} started={started} onClose={onClose} />;
   return (
-    <form
-      className="flex flex-col gap-4"
-      onSubmit={(event) => {
-        event.preventDefault();
-        start.mutate({ vmRef: vm.ref, compression });
-      }}
-    >
+    <DialogForm onSubmit={() => start.mutate({ vmRef: vm.ref, compression })}>
       <fieldset className="flex flex-col gap-2" aria-labelledby={legendId}>
         <legend id={legendId} className="mb-1 text-sm font-medium text-zinc-800 dark:text-zinc-200">
           Compression
@@ -67,15 +63,8 @@ function ExportForm({ vm, onClose }: { vm: { ref: string; name: string }; onClos
         ))}
       </fieldset>
       {start.error ? <Alert title="The export could not start">{start.error.message}</Alert> : null}
-      <DialogActions>
-        <Button variant="secondary" onClick={onClose}>
-          Cancel
-        </Button>
-        <Button type="submit" disabled={start.isPending}>
-          {start.isPending ? "Starting…" : "Download"}
-        </Button>
-      </DialogActions>
-    </form>
+      <FormButtons label="Download" pending={start.isPending} pendingLabel="Starting…" onCancel={onClose} />
+    </DialogForm>
   );
 }
 

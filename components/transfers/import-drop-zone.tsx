@@ -4,7 +4,7 @@
 // while the console imports it, with its progress, rate, time left, pause / resume / cancel, and the import's
 // state and error in words from its toolstack task.
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useEffect, useRef, useState, useSyncExternalStore, type DragEvent } from "react";
+import { useEffect, useRef, useState, useSyncExternalStore, type DragEvent, type ReactNode } from "react";
 import { formatBytes, formatRate, formatTimeLeft } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
@@ -228,15 +228,10 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
   const active = error === null && !done && snap.phase !== "cancelled" && state?.status !== "cancelled";
   const left = snap.rate !== null && snap.rate > 0 ? (snap.size - snap.sent) / snap.rate : null;
   return (
-    <li className="flex flex-col gap-2 py-3" aria-label={snap.fileName}>
-      <div className="flex flex-wrap items-center justify-between gap-2">
-        <div className="min-w-0">
-          <p className="truncate text-sm font-medium text-zinc-900 dark:text-zinc-100">{snap.fileName}</p>
-          <p className="text-xs text-zinc-600 dark:text-zinc-400" role="status">
-            {status}
-            {state !== undefined ? ` · into ${state.srName}` : ""}
-          </p>
-        </div>
+    <TransferRow
+      fileName={snap.fileName}
+      status={`${status}${state !== undefined ? ` · into ${state.srName}` : ""}`}
+      actions={
         <div className="flex gap-2">
           {active && (snap.phase === "uploading" || snap.phase === "retrying") ? (
             <Button size="sm" variant="secondary" onClick={() => job.pause()} aria-label={`Pause ${snap.fileName}`}>
@@ -259,7 +254,8 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
             </Button>
           ) : null}
         </div>
-      </div>
+      }
+    >
       <ProgressBar value={fraction} label={label} tone={error !== null ? "danger" : done ? "success" : "default"} />
       <p className="flex flex-wrap gap-x-3 text-xs tabular-nums text-zinc-600 dark:text-zinc-400">
         <span>
@@ -271,7 +267,7 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
       </p>
       {error !== null ? <Alert tone="error" title={`${snap.fileName} was not imported`}>{error}</Alert> : null}
       <ImportNotice state={state} />
-    </li>
+    </TransferRow>
   );
 }
 
@@ -303,20 +299,18 @@ function ImportUrlRow({ state }: { state: UploadSummary | undefined }) {
   const error = importFailure(state);
   const status = error !== null ? "Failed" : state.status === "done" ? "Imported" : state.status === "cancelled" ? "Cancelled" : state.received < state.length || state.length === 0 ? "Downloading and importing" : "Download complete: finishing the import…";
   return (
-    <li className="flex flex-col gap-2 py-3" aria-label={state.fileName}>
-      <div className="flex items-center justify-between gap-2">
-        <div className="min-w-0">
-          <p className="truncate text-sm font-medium text-zinc-900 dark:text-zinc-100">{state.fileName}</p>
-          <p className="truncate text-xs text-zinc-600 dark:text-zinc-400" role="status">
-            {status} · from {state.url} · into {state.srName}
-          </p>
-        </div>
-        {state.status === "uploading" || state.status === "importing" ? (
+    <TransferRow
+      fileName={state.fileName}
+      status={`${status} · from ${state.url} · into ${state.srName}`}
+      oneLine
+      actions={
+        state.status === "uploading" || state.status === "importing" ? (
           <Button size="sm" variant="danger" disabled={cancel.isPending} onClick={() => cancel.mutate({ id: state.id })} aria-label={`Cancel ${state.fileName}`}>
             Cancel
           </Button>
-        ) : null}
-      </div>
+        ) : null
+      }
+    >
       {cancel.error !== null ? <Alert tone="error">{cancel.error.message}</Alert> : null}
       <ProgressBar value={state.length > 0 ? state.received / state.length : null} label={`Download of ${state.fileName}`} tone={error !== null ? "danger" : state.status === "done" ? "success" : "default"} />
       <p className="text-xs tabular-nums text-zinc-600 dark:text-zinc-400">
@@ -325,6 +319,28 @@ function ImportUrlRow({ state }: { state: UploadSummary | undefined }) {
       </p>
       {error !== null ? <Alert tone="error" title={`${state.fileName} was not imported`}>{error}</Alert> : null}
       <ImportNotice state={state} />
+    </TransferRow>
+  );
+}
+
+/**
+ * One transfer in the list: its file name and status (announced as it changes), its buttons beside them,
+ * then its progress. A one-line status (a URL can be long) is cut short to keep the buttons beside it;
+ * otherwise the buttons wrap under it on a narrow screen.
+ */
+function TransferRow({ fileName, status, oneLine = false, actions, children }: { fileName: string; status: string; oneLine?: boolean; actions: ReactNode; children: ReactNode }) {
+  return (
+    <li className="flex flex-col gap-2 py-3" aria-label={fileName}>
+      <div className={cn("flex items-center justify-between gap-2", !oneLine && "flex-wrap")}>
+        <div className="min-w-0">
+          <p className="truncate text-sm font-medium text-zinc-900 dark:text-zinc-100">{fileName}</p>
+          <p className={cn(oneLine && "truncate", "text-xs text-zinc-600 dark:text-zinc-400")} role="status">
+            {status}
+          </p>
+        </div>
+        {actions}
+      </div>
+      {children}
     </li>
   );
 }

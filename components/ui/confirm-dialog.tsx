@@ -2,8 +2,8 @@
 
 import type { ReactNode } from "react";
 import { Alert } from "./alert.tsx";
-import { Button } from "./button.tsx";
-import { Dialog, DialogActions } from "./dialog.tsx";
+import { Dialog } from "./dialog.tsx";
+import { FormButtons } from "./form-buttons.tsx";
 
 export interface ConfirmDialogProps {
   open: boolean;
@@ -23,19 +23,7 @@ export function ConfirmDialog({ open, title, body, confirmLabel, tone = "danger"
   return (
     <Dialog open={open} onClose={onCancel} title={title} description={body}>
       {error ? <Alert tone="error">{error}</Alert> : null}
-      <DialogActions>
-        <Button variant="secondary" onClick={onCancel}>
-          Cancel
-        </Button>
-        <Button
-          aria-busy={pending}
-          disabled={pending}
-          onClick={onConfirm}
-          variant={tone === "danger" ? "danger" : "primary"}
-        >
-          {pending ? "Working…" : confirmLabel}
-        </Button>
-      </DialogActions>
+      <FormButtons label={confirmLabel} variant={tone} pending={pending} onCancel={onCancel} onConfirm={onConfirm} />
     </Dialog>
   );
 }

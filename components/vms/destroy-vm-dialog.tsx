@@ -6,8 +6,8 @@ import { useId, useState } from "react";
 import { formatBytes, plural } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
-import { Button } from "@/components/ui/button.tsx";
-import { Dialog, DialogActions } from "@/components/ui/dialog.tsx";
+import { Dialog } from "@/components/ui/dialog.tsx";
+import { FormButtons } from "@/components/ui/form-buttons.tsx";
 import type { TGetVmResponse } from "@/server/api/vms/schema.ts";
 import { deviceLabel } from "./vm-bits.tsx";
 
@@ -81,19 +81,14 @@ function DestroyVmForm({ vm, onClose }: { vm: TGetVmResponse; onClose: () => voi
         <p className="text-sm text-zinc-700 dark:text-zinc-300">It has no disks to keep or destroy.</p>
       )}
       {destroy.error ? <Alert tone="error">{destroy.error.message}</Alert> : null}
-      <DialogActions>
-        <Button variant="secondary" onClick={onClose}>
-          Cancel
-        </Button>
-        <Button
-          aria-busy={destroy.isPending}
-          disabled={destroy.isPending}
-          onClick={() => destroy.mutate({ ref: vm.ref, keepDisks: !withDisks })}
-          variant="danger"
-        >
-          {destroy.isPending ? "Destroying…" : withDisks ? "Destroy VM and disks" : "Destroy VM"}
-        </Button>
-      </DialogActions>
+      <FormButtons
+        label={withDisks ? "Destroy VM and disks" : "Destroy VM"}
+        variant="danger"
+        pending={destroy.isPending}
+        pendingLabel="Destroying…"
+        onCancel={onClose}
+        onConfirm={() => destroy.mutate({ ref: vm.ref, keepDisks: !withDisks })}
+      />
     </>
   );
 }

@@ -4,9 +4,11 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
-import { Button } from "@/components/ui/button.tsx";
-import { Dialog, DialogActions } from "@/components/ui/dialog.tsx";
+import { Dialog } from "@/components/ui/dialog.tsx";
+import { DialogForm } from "@/components/ui/dialog-form.tsx";
 import { Field, inputClasses } from "@/components/ui/field.tsx";
+import { FormButtons } from "@/components/ui/form-buttons.tsx";
+import { TextField } from "@/components/ui/text-field.tsx";
 import { cn } from "@/components/ui/cn.ts";
 import type { TGetVmResponse } from "@/server/api/vms/schema.ts";
 
@@ -43,54 +45,27 @@ function EditVmForm({ vm, field, onClose }: { vm: TGetVmResponse; field: "name" 
   };
 
   return (
-    <form
-        className="flex flex-col gap-4"
-        onSubmit={(event) => {
-          event.preventDefault();
-          save();
-        }}
-      >
-        {field === "description" ? (
-          <Field label="Description" error={fieldError}>
-            {(id, describedBy) => (
-              <textarea
-                id={id}
-                aria-describedby={describedBy}
-                aria-invalid={fieldError ? true : undefined}
-                value={value}
-                onChange={(event) => setValue(event.target.value)}
-                rows={3}
-                maxLength={1024}
-                className={cn(inputClasses, "h-auto py-2")}
-              />
-            )}
-          </Field>
-        ) : (
-          <Field label="Name" error={fieldError}>
-            {(id, describedBy) => (
-              <input
-                id={id}
-                aria-describedby={describedBy}
-                aria-invalid={fieldError ? true : undefined}
-                value={value}
-                onChange={(event) => setValue(event.target.value)}
-                required
-                maxLength={255}
-                autoComplete="off"
-                className={inputClasses}
-              />
-            )}
-          </Field>
-        )}
-        {mutation.error && !fieldError ? <Alert tone="error">{mutation.error.message}</Alert> : null}
-        <DialogActions>
-          <Button variant="secondary" onClick={onClose}>
-            Cancel
-          </Button>
-          <Button type="submit" aria-busy={mutation.isPending} disabled={mutation.isPending}>
-            {mutation.isPending ? "Saving…" : "Save"}
-          </Button>
-        </DialogActions>
-    </form>
+    <DialogForm onSubmit={save}>
+      {field === "description" ? (
+        <Field label="Description" error={fieldError}>
+          {(id, describedBy) => (
+            <textarea
+              id={id}
+              aria-describedby={describedBy}
+              aria-invalid={fieldError ? true : undefined}
+              value={value}
+              onChange={(event) => setValue(event.target.value)}
+              rows={3}
+              maxLength={1024}
+              className={cn(inputClasses, "h-auto py-2")}
+            />
+          )}
+        </Field>
+      ) : (
+        <TextField label="Name" error={fieldError} value={value} onChange={setValue} required maxLength={255} autoComplete="off" />
+      )}
+      {mutation.error && !fieldError ? <Alert tone="error">{mutation.error.message}</Alert> : null}
+      <FormButtons label="Save" pending={mutation.isPending} pendingLabel="Saving…" onCancel={onClose} />
+    </DialogForm>
   );
 }

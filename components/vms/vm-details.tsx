@@ -100,41 +100,42 @@ export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmRe
         </dl>
       </Panel>
 
-      <Panel title="Drives" description={data.disks.length === 0 ? "This VM has no disks or CD drives." : plural(data.disks.length, "drive")}>
-        {data.disks.length > 0 ? (
-          <ul className="flex flex-col divide-y divide-zinc-200 dark:divide-zinc-800">
-            {data.disks.map((disk) => (
-              <li key={disk.vbdRef} className="flex flex-wrap items-center justify-between gap-2 py-2">
-                <DiskLine disk={disk} />
-                <span className="text-xs text-zinc-600 dark:text-zinc-400">
-                  {disk.mode === "RO" ? "read-only" : "read-write"}
-                  {disk.bootable ? " · bootable" : ""}
-                </span>
-              </li>
-            ))}
-          </ul>
-        ) : null}
-      </Panel>
+      <ListPanel title="Drives" count={data.disks.length} noun="drive" none="This VM has no disks or CD drives.">
+        {data.disks.map((disk) => (
+          <li key={disk.vbdRef} className="flex flex-wrap items-center justify-between gap-2 py-2">
+            <DiskLine disk={disk} />
+            <span className="text-xs text-zinc-600 dark:text-zinc-400">
+              {disk.mode === "RO" ? "read-only" : "read-write"}
+              {disk.bootable ? " · bootable" : ""}
+            </span>
+          </li>
+        ))}
+      </ListPanel>
 
-      <Panel title="Network interfaces" description={data.interfaces.length === 0 ? "This VM has no network interfaces." : plural(data.interfaces.length, "interface")}>
-        {data.interfaces.length > 0 ? (
-          <ul className="flex flex-col divide-y divide-zinc-200 dark:divide-zinc-800">
-            {data.interfaces.map((vif) => (
-              <li key={vif.ref} className="flex flex-wrap items-center gap-x-4 gap-y-1 py-2 text-sm">
-                <span className="font-medium text-zinc-800 dark:text-zinc-200">Interface {vif.device}</span>
-                <span className="font-mono text-xs text-zinc-700 dark:text-zinc-300">{vif.mac}</span>
-                <span className="text-zinc-600 dark:text-zinc-400">on {vif.networkName ?? "a network that cannot be read"}</span>
-                <span className="text-zinc-600 tabular-nums dark:text-zinc-400">MTU {vif.mtu}</span>
-              </li>
-            ))}
-          </ul>
-        ) : null}
-      </Panel>
+      <ListPanel title="Network interfaces" count={data.interfaces.length} noun="interface" none="This VM has no network interfaces.">
+        {data.interfaces.map((vif) => (
+          <li key={vif.ref} className="flex flex-wrap items-center gap-x-4 gap-y-1 py-2 text-sm">
+            <span className="font-medium text-zinc-800 dark:text-zinc-200">Interface {vif.device}</span>
+            <span className="font-mono text-xs text-zinc-700 dark:text-zinc-300">{vif.mac}</span>
+            <span className="text-zinc-600 dark:text-zinc-400">on {vif.networkName ?? "a network that cannot be read"}</span>
+            <span className="text-zinc-600 tabular-nums dark:text-zinc-400">MTU {vif.mtu}</span>
+          </li>
+        ))}
+      </ListPanel>
 
       <EditVmDialog vm={data} field={open === "rename" ? "name" : open === "description" ? "description" : null} onClose={close} />
       <DestroyVmDialog vm={data} open={open === "destroy"} onClose={close} />
       <ExportDialog vm={data} open={open === "export"} onClose={close} />
     </>
+  );
+}
+
+/** A panel listing the VM's devices of one kind: how many in its description, none said in words. */
+function ListPanel({ title, count, noun, none, children }: { title: string; count: number; noun: string; none: string; children: React.ReactNode }) {
+  return (
+    <Panel title={title} description={count === 0 ? none : plural(count, noun)}>
+      {count > 0 ? <ul className="flex flex-col divide-y divide-zinc-200 dark:divide-zinc-800">{children}</ul> : null}
+    </Panel>
   );
 }
 

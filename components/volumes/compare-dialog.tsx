@@ -6,10 +6,11 @@ import { useQuery } from "@tanstack/react-query";
 import { useMemo } from "react";
 import { formatBytes, formatPercent } from "@/lib/format.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
-import { Button } from "@/components/ui/button.tsx";
-import { Dialog, DialogActions } from "@/components/ui/dialog.tsx";
+import { Dialog } from "@/components/ui/dialog.tsx";
+import { FormButtons } from "@/components/ui/form-buttons.tsx";
 import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
+import { SkeletonGroup } from "@/components/ui/skeleton-group.tsx";
 import type { TCompareVolumesResponse, TVolumeRow } from "@/server/api/volumes/schema.ts";
 
 const COLUMNS = 64;
@@ -109,17 +110,12 @@ export function CompareDialog({ srRef, volumes, onClose }: { srRef: string; volu
       ) : compare.isError ? (
         <QueryError error={compare.error} what="the comparison" onRetry={() => void compare.refetch()} />
       ) : (
-        <div role="status" className="flex flex-col gap-3">
-          <span className="sr-only">Comparing…</span>
+        <SkeletonGroup label="Comparing…" className="flex flex-col gap-3">
           <Skeleton className="aspect-[16/6] w-full" />
           <Skeleton className="h-4 w-2/3" />
-        </div>
+        </SkeletonGroup>
       )}
-      <DialogActions>
-        <Button variant="secondary" onClick={onClose}>
-          Close
-        </Button>
-      </DialogActions>
+      <FormButtons cancelLabel="Close" onCancel={onClose} />
     </Dialog>
   );
 }

@@ -26,3 +26,12 @@ export function useRefreshVolumes(): () => Promise<void> {
     ]);
   }, [queryClient, trpc]);
 }
+
+/** A change's onSuccess: the lists refresh first, so what `then` reports (or closes onto) is already on screen. */
+export function useRefreshThen<TArgs extends unknown[]>(then: (...args: TArgs) => void): (...args: TArgs) => Promise<void> {
+  const refresh = useRefreshVolumes();
+  return async (...args) => {
+    await refresh();
+    then(...args);
+  };
+}
