@@ -1,4 +1,5 @@
 import type { ComponentProps } from "react";
+import { cn } from "./cn.ts";
 import { Field, inputClasses } from "./field.tsx";
 
 export interface TextFieldProps extends Omit<ComponentProps<"input">, "id" | "value" | "onChange" | "className"> {
@@ -8,23 +9,22 @@ export interface TextFieldProps extends Omit<ComponentProps<"input">, "id" | "va
   hint?: string;
   error?: string;
   className?: string;
+  /** Several lines (a textarea this many rows high) instead of one. */
+  rows?: number;
 }
 
-/** A labelled one-line text input, marked invalid while it has an error. */
-export function TextField({ label, value, onChange, hint, error, className, ...props }: TextFieldProps) {
+/** A labelled text input, one line or `rows` of them, marked invalid while it has an error. */
+export function TextField({ label, value, onChange, hint, error, className, rows, ...props }: TextFieldProps) {
   return (
     <Field label={label} hint={hint} error={error} className={className}>
-      {(id, describedBy) => (
-        <input
-          id={id}
-          aria-describedby={describedBy}
-          aria-invalid={error ? true : undefined}
-          className={inputClasses}
-          value={value}
-          onChange={(event) => onChange(event.target.value)}
-          {...props}
-        />
-      )}
+      {(id, describedBy) => {
+        const shared = { id, value, "aria-describedby": describedBy, "aria-invalid": error ? true : undefined } as const;
+        return rows === undefined ? (
+          <input {...shared} className={inputClasses} onChange={(event) => onChange(event.target.value)} {...props} />
+        ) : (
+          <textarea {...shared} rows={rows} maxLength={props.maxLength} className={cn(inputClasses, "h-auto py-2")} onChange={(event) => onChange(event.target.value)} />
+        );
+      }}
     </Field>
   );
 }

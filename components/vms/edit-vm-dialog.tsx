@@ -6,10 +6,8 @@ import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Dialog } from "@/components/ui/dialog.tsx";
 import { DialogForm } from "@/components/ui/dialog-form.tsx";
-import { Field, inputClasses } from "@/components/ui/field.tsx";
 import { FormButtons } from "@/components/ui/form-buttons.tsx";
 import { TextField } from "@/components/ui/text-field.tsx";
-import { cn } from "@/components/ui/cn.ts";
 import type { TGetVmResponse } from "@/server/api/vms/schema.ts";
 
 /** Rename the VM, or edit its description: one text field, saved as a toolstack task. */
@@ -47,20 +45,7 @@ function EditVmForm({ vm, field, onClose }: { vm: TGetVmResponse; field: "name" 
   return (
     <DialogForm onSubmit={save}>
       {field === "description" ? (
-        <Field label="Description" error={fieldError}>
-          {(id, describedBy) => (
-            <textarea
-              id={id}
-              aria-describedby={describedBy}
-              aria-invalid={fieldError ? true : undefined}
-              value={value}
-              onChange={(event) => setValue(event.target.value)}
-              rows={3}
-              maxLength={1024}
-              className={cn(inputClasses, "h-auto py-2")}
-            />
-          )}
-        </Field>
+        <TextField label="Description" error={fieldError} value={value} onChange={setValue} rows={3} maxLength={1024} />
       ) : (
         <TextField label="Name" error={fieldError} value={value} onChange={setValue} required maxLength={255} autoComplete="off" />
       )}

@@ -6,7 +6,6 @@ import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Dialog } from "@/components/ui/dialog.tsx";
 import { DialogForm } from "@/components/ui/dialog-form.tsx";
-import { Field, inputClasses } from "@/components/ui/field.tsx";
 import { FormButtons } from "@/components/ui/form-buttons.tsx";
 import { TextField } from "@/components/ui/text-field.tsx";
 import { parseSize, SizeField, type SizeValue } from "./size-field.tsx";
@@ -36,11 +35,7 @@ export function CreateVolumeDialog({ srRef, onClose, onDone }: VolumeDialogProps
       >
         <TextField label="Name" error={nameError} value={name} onChange={setName} autoComplete="off" />
         <SizeField label="Size" value={size} onChange={setSize} error={sizeError} />
-        <Field label="Description" hint="Optional.">
-          {(id, describedBy) => (
-            <textarea id={id} aria-describedby={describedBy} className={`${inputClasses} h-20 py-2`} value={description} onChange={(e) => setDescription(e.target.value)} />
-          )}
-        </Field>
+        <TextField label="Description" hint="Optional." value={description} onChange={setDescription} rows={3} />
         {create.error ? <Alert tone="error">{errorText(create.error)}</Alert> : null}
         <FormButtons label="Create volume" pending={create.isPending} onCancel={onClose} />
       </DialogForm>

@@ -6,7 +6,6 @@ import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Dialog } from "@/components/ui/dialog.tsx";
 import { DialogForm } from "@/components/ui/dialog-form.tsx";
-import { Field, inputClasses } from "@/components/ui/field.tsx";
 import { FormButtons } from "@/components/ui/form-buttons.tsx";
 import { TextField } from "@/components/ui/text-field.tsx";
 import type { VolumeActionDialogProps } from "./volume-dialog-props.ts";
@@ -32,11 +31,7 @@ export function RenameVolumeDialog({ srRef, volume, onClose, onDone }: VolumeAct
         }}
       >
         <TextField label="Name" error={nameError} value={name} onChange={setName} autoComplete="off" />
-        <Field label="Description">
-          {(id, describedBy) => (
-            <textarea id={id} aria-describedby={describedBy} className={`${inputClasses} h-24 py-2`} value={description} onChange={(e) => setDescription(e.target.value)} />
-          )}
-        </Field>
+        <TextField label="Description" value={description} onChange={setDescription} rows={3} />
         {rename.error ? <Alert tone="error">{errorText(rename.error)}</Alert> : null}
         <FormButtons label="Save" pending={rename.isPending} onCancel={onClose} />
       </DialogForm>
