@@ -8,7 +8,7 @@
 
 import type { Socket } from "node:net";
 import { STATE_ZERO, type ExportBackend, type Extent } from "./backend.ts";
-import type { BufferPool } from "./buffer-pool.ts";
+import type { BufferPool } from "../buffer-pool.ts";
 import { negotiate, type ExportCatalog, type Session } from "./negotiation.ts";
 import {
   CHUNK_HEADER_SIZE,

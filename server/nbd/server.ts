@@ -4,7 +4,7 @@
 import { rm } from "node:fs/promises";
 import net from "node:net";
 import type { ExportBackend } from "./backend.ts";
-import { BufferPool } from "./buffer-pool.ts";
+import { BufferPool } from "../buffer-pool.ts";
 import { NbdConnection } from "./connection.ts";
 import type { ExportCatalog, ExportEntry } from "./negotiation.ts";
 import { MAX_STRING_SIZE } from "./protocol.ts";

@@ -36,6 +36,9 @@ export function alignedBuffers(count: number, size: number): Buffer[] {
  * A fixed set of blocks. Given-back blocks are reused oldest first, so the most recent stay readable (see
  * `find`) for as long as possible. The blocks lie in one WebAssembly memory, whose start is page-aligned (a
  * Node Buffer's is not): blocks of a multiple of 4 KiB can then be written with O_DIRECT.
+ * Not server/buffer-pool.ts's general pool, which makes buffers on demand and drops what it cannot keep: a spool
+ * needs its aligned memory made once, blocks found again by stream offset, reuse held off by socket writes
+ * (leases), and writers made to wait for a free block (backpressure).
  */
 export class BlockPool {
   readonly blockSize: number;

@@ -5,6 +5,7 @@
 import { createHash } from "node:crypto";
 import { Transform, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { BufferPool } from "../../buffer-pool.ts";
 import { type Compression, createParallelCompressor } from "../../xva/compression.ts";
 import { XVA_BLOCK_SIZE, type XvaChecksumKind } from "../../xva/format.ts";
 import { formatOvaXml } from "../../xva/ova-xml.ts";
@@ -14,9 +15,9 @@ import type { TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { describeVm, type ExportDisk, type VmExport } from "./ova-records.ts";
 import { TransferState } from "./transfer-state.ts";
-import { openVolume, ReadBuffers, readDiskBlocks } from "./volume-io.ts";
+import { openVolume, readDiskBlocks } from "./volume-io.ts";
 
-/** Read buffers per export: the 16 blocks read ahead, those waiting in the archive stream (4 MiB) and being sent. */
+/** Read buffers per export, each reused once the response has sent it: the 16 blocks read ahead, those waiting in the archive stream (4 MiB) and being sent. */
 const READ_BUFFERS = 24;
 
 export interface ExportOptions {
@@ -60,7 +61,7 @@ async function* diskBlocks(
   control: TaskControl,
   state: TransferState,
   disk: ExportDisk,
-  buffers: ReadBuffers | undefined,
+  buffers: BufferPool | undefined,
   progress: (bytes: number) => void,
 ): AsyncGenerator<XvaBlock, void, undefined> {
   const volume = await openVolume(ts, disk.vdi.sr, disk.vdi.key, "ro", (attachment) => state.addAttachment(attachment));
@@ -76,7 +77,7 @@ async function* diskBlocks(
 }
 
 /** Drops the first `count` bytes of a stream (a resumed export: the client has them); a chunk dropped whole goes back to `buffers`. */
-function skipBytes(count: number, buffers: ReadBuffers | undefined): Transform {
+function skipBytes(count: number, buffers: BufferPool | undefined): Transform {
   let left = count;
   return new Transform({
     transform(chunk: Buffer, _encoding, done) {
@@ -96,7 +97,7 @@ function skipBytes(count: number, buffers: ReadBuffers | undefined): Transform {
  * `sink` as the end of the export's pipeline: each chunk goes back to `buffers` once the socket has taken it
  * (a write's callback; writes end in order, so a batch is done with its last).
  */
-function releasingSink(sink: Writable, buffers: ReadBuffers): Writable {
+function releasingSink(sink: Writable, buffers: BufferPool): Writable {
   const sent = (chunks: Buffer[], done: (error?: Error | null) => void) => (error?: Error | null) => {
     if (error) return done(error);
     for (const chunk of chunks) buffers.release(chunk);
@@ -130,7 +131,7 @@ export async function exportVm(ts: Toolstack, control: TaskControl, prepared: Pr
     const total = disks.reduce((sum, disk) => sum + disk.size, 0);
     let before = 0;
     // Compressed, the sink sees the compressor's output, never the blocks: nothing would come back.
-    const buffers = options.compression === null ? new ReadBuffers(READ_BUFFERS) : undefined;
+    const buffers = options.compression === null ? new BufferPool(READ_BUFFERS * XVA_BLOCK_SIZE, { size: XVA_BLOCK_SIZE, count: READ_BUFFERS }) : undefined;
     const sources = disks.map((disk) => ({
       ref: disk.id,
       blocks: (async function* () {

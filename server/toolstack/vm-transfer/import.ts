@@ -3,7 +3,7 @@
 // and filled through its datapath's NBD export, every block's checksum verified. New refs and uuids always;
 // `restore` keeps the VM's uuid and MACs and replaces a halted VM of that uuid. Any failure undoes it all.
 import type { Readable } from "node:stream";
-import { BufferPool } from "../../nbd/buffer-pool.ts";
+import { BufferPool } from "../../buffer-pool.ts";
 import { decompressing } from "../../xva/compression.ts";
 import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { OvaXmlError } from "../../xva/ova-xml.ts";

@@ -2,6 +2,7 @@
 // its datapath plugin (datapath-session.ts) and reached over the NBD export the datapath offers. Reads skip
 // holes through NBD block status, never reading them; writes leave zero blocks out, so holes stay holes.
 import { randomUUID } from "node:crypto";
+import type { BufferPool } from "../../buffer-pool.ts";
 import { NbdClient } from "../../nbd/client.ts";
 import { STATE_ZERO } from "../../nbd/backend.ts";
 import type { XvaBlock } from "../../xva/writer.ts";
@@ -15,43 +16,6 @@ import { XenApiError } from "../../xenapi/errors.ts";
 const WINDOW = 16;
 /** Block status asked for this much at a time. */
 const STATUS_SPAN = 256 * XVA_BLOCK_SIZE;
-
-/**
- * The 1 MiB buffers an export reads its blocks into, each reused once the response has sent it. A new buffer per
- * block made V8 collect the whole heap every ~50 MiB exported, for their external memory alone (21 full
- * collections per GiB, measured with a GC observer). Buffers not handed back (a compressed export, whose
- * sink sees the compressor's output) are left to the collector as before, and more are made only up to `limit`.
- */
-export class ReadBuffers {
-  private readonly free: ArrayBuffer[] = [];
-  /** Buffers handed out, with the length of each one's data. */
-  private readonly lent = new Map<ArrayBufferLike, number>();
-  private readonly limit: number;
-  private made = 0;
-  constructor(limit: number) {
-    this.limit = limit;
-  }
-  take(length: number): Buffer {
-    let memory = this.free.pop();
-    if (memory === undefined && this.made < this.limit && length <= XVA_BLOCK_SIZE) {
-      memory = new ArrayBuffer(XVA_BLOCK_SIZE);
-      this.made++;
-    }
-    if (memory === undefined) return Buffer.allocUnsafe(length);
-    this.lent.set(memory, length);
-    return Buffer.from(memory, 0, length);
-  }
-  /**
-   * `chunk` is sent (or not needed): its buffer is free once a chunk ending where the data ends is, so a chunk
-   * split on its way frees it with its last part (parts are sent in order).
-   */
-  release(chunk: Uint8Array): void {
-    const length = this.lent.get(chunk.buffer);
-    if (length === undefined || chunk.byteOffset + chunk.byteLength !== length) return;
-    this.lent.delete(chunk.buffer);
-    this.free.push(chunk.buffer as ArrayBuffer);
-  }
-}
 
 export interface OpenVolume {
   client: NbdClient;
@@ -117,9 +81,9 @@ async function dataBlocks(client: NbdClient, from: number, to: number, size: num
 /**
  * The disk's blocks for an XVA: blocks holding data, plus the first and last always (compat-notes §2).
  * Blocks that block status calls data but read as zeros are left out too. Reads run WINDOW ahead, into
- * `buffers` when given (the consumer releases each block's data there once sent).
+ * buffers lent by `buffers` when given (the consumer releases each block's data there once sent).
  */
-export async function* readDiskBlocks(client: NbdClient, size: number, signal: AbortSignal, buffers?: ReadBuffers): AsyncGenerator<XvaBlock, void, undefined> {
+export async function* readDiskBlocks(client: NbdClient, size: number, signal: AbortSignal, buffers?: BufferPool): AsyncGenerator<XvaBlock, void, undefined> {
   const count = Math.ceil(size / XVA_BLOCK_SIZE);
   const lastIndex = Math.max(0, count - 1);
   const queue: Array<{ index: number; data: Promise<Buffer> }> = [];
@@ -135,7 +99,7 @@ export async function* readDiskBlocks(client: NbdClient, size: number, signal: A
       }
       const index = next++;
       if (present[index - presentFrom] || index === 0 || index === lastIndex) {
-        const target = buffers?.take(blockLength(index));
+        const target = buffers?.lend(blockLength(index));
         const data = target === undefined ? client.read(index * XVA_BLOCK_SIZE, blockLength(index)) : client.readInto(index * XVA_BLOCK_SIZE, target).then(() => target);
         data.catch(() => undefined); // awaited in order below; a failure surfaces there
         queue.push({ index, data });

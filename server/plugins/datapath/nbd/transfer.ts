@@ -2,7 +2,7 @@
 // zeros as NBD_CMD_WRITE_ZEROES, so holes cost neither reads nor bandwidth. Shared by Data.copy and mirrors.
 import { type Extent, STATE_ZERO } from "../../../nbd/backend.ts";
 import type { NbdClient } from "../../../nbd/client.ts";
-import { BufferPool } from "../../../nbd/buffer-pool.ts";
+import { BufferPool } from "../../../buffer-pool.ts";
 import { FLAG_SEND_FLUSH, FLAG_SEND_WRITE_ZEROES } from "../../../nbd/protocol.ts";
 
 /** What a transfer reads: the volume (already locked by the caller where that matters). */
