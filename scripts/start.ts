@@ -36,7 +36,8 @@ function start(name: string, command: string, env: NodeJS.ProcessEnv, onLine?: (
         process.stderr.write(`[${name}] exited (${signal ?? `code ${code}`}); stopping the rest\n`);
         stopAll("SIGTERM");
       }
-      resolve(code ?? (stopping ? 0 : 1));
+      // Asked to stop, a process ending by the signal (or exiting 128 + its number, as `next start` does) stopped cleanly.
+      resolve(stopping && (signal !== null || (code !== null && code > 128)) ? 0 : (code ?? 1));
     }),
   );
 }
