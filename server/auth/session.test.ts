@@ -59,6 +59,7 @@ test("login against a real toolstack: wrong password in words, a cookie that sta
   assert.deepEqual(sessionFromCookie(cookie), session);
   assert.deepEqual(sessionFromHeaders(new Headers({ cookie: `other=1; ${SESSION_COOKIE}=${cookie}; x=y` })), session);
   assert.equal(sessionFromHeaders(new Headers({ cookie: "other=1" })), undefined);
+  assert.equal(sessionFromHeaders(new Headers({ cookie: `${SESSION_COOKIE}=%E0%A4%A` })), undefined, "a cookie that does not decode is no session");
   assert.equal(await isSessionValid(session), true);
 
   await logOut(session);

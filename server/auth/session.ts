@@ -45,7 +45,15 @@ export function sessionFromCookie(value: string | undefined): ConsoleSession | u
 export function sessionFromHeaders(headers: Headers): ConsoleSession | undefined {
   for (const part of (headers.get("cookie") ?? "").split(";")) {
     const at = part.indexOf("=");
-    if (at > 0 && part.slice(0, at).trim() === SESSION_COOKIE) return sessionFromCookie(decodeURIComponent(part.slice(at + 1).trim()));
+    if (at > 0 && part.slice(0, at).trim() === SESSION_COOKIE) {
+      // A value that does not even decode (mangled or forged) stands for no session, like one that does not unseal.
+      try {
+        return sessionFromCookie(decodeURIComponent(part.slice(at + 1).trim()));
+      } catch (error) {
+        if (error instanceof URIError) return undefined;
+        throw error;
+      }
+    }
   }
   return undefined;
 }

@@ -112,7 +112,14 @@ export function createHandler(ts: Toolstack, options: HttpOptions = {}) {
             ? serveXmlRpc(ts, request, response, limit)
             : Promise.resolve(send(response, 404, "text/plain", `no such resource: ${request.method} ${url.pathname}\n`));
     work.catch((error: unknown) => {
-      // A bug, never the caller's fault: answer 500 if we still can; the service keeps serving.
+      // Bytes of the request that do not decode (bad percent-encoding in a path segment, the query or a cookie)
+      // are the caller's fault, wherever a route decodes them.
+      if (error instanceof URIError) {
+        if (!response.headersSent) send(response, 400, "text/plain", "malformed percent-encoding in the request\n");
+        else response.destroy();
+        return;
+      }
+      // Anything else is a bug, never the caller's fault: answer 500 if we still can; the service keeps serving.
       console.error(`${request.method} ${url.pathname}:`, error);
       if (!response.headersSent) send(response, 500, "text/plain", `${toXenApiError(error).message}\n`);
       else response.destroy();

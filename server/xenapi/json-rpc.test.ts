@@ -91,4 +91,15 @@ describe("JSON-RPC responses", () => {
     })();
     assert.deepEqual(JSON.parse(formatJsonRpcRequestError(invalid)), { result: null, error: { code: -32600, message: "params must be an array", data: [] }, id: 9 });
   });
+
+  test("an id that is not a string, a number or null is an invalid request, refused before the call runs (its own id null)", () => {
+    const deep = `${"[".repeat(5000)}${"]".repeat(5000)}`;
+    for (const id of ['{"a":1}', "[1]", "true", deep]) {
+      assert.throws(
+        () => parseJsonRpcCall(`{"jsonrpc":"2.0","method":"task.create","params":[],"id":${id}}`),
+        (error: unknown) => error instanceof JsonRpcRequestError && error.rpcCode === -32600 && error.id === null && /id must be/.test(error.message),
+      );
+    }
+    for (const id of ['"abc"', "7", "null"]) assert.equal(parseJsonRpcCall(`{"method":"m","id":${id}}`).id, JSON.parse(id));
+  });
 });

@@ -41,6 +41,11 @@ export function parseJsonRpcCall(body: string): JsonRpcCall {
   }
   const { jsonrpc, method, params, id } = request as Record<string, unknown>;
   const version = jsonrpc === "2.0" ? "2.0" : "1.0";
+  // Checked before anything runs: an id is echoed in the answer, and one that cannot be (a structure nested
+  // thousands deep) would fail only after the call had done its work.
+  if (id !== undefined && id !== null && typeof id !== "string" && typeof id !== "number") {
+    throw new JsonRpcRequestError(JSON_RPC_INVALID_REQUEST, "id must be a string, a number or null", null, version);
+  }
   if (typeof method !== "string" || method === "") throw new JsonRpcRequestError(JSON_RPC_INVALID_REQUEST, "method must be a string", id ?? null, version);
   if (params !== undefined && !Array.isArray(params)) {
     throw new JsonRpcRequestError(JSON_RPC_INVALID_REQUEST, "params must be an array", id ?? null, version);

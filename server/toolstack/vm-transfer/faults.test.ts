@@ -57,6 +57,36 @@ describe("hangar serve killed mid-import", () => {
   });
 });
 
+describe("malformed requests", () => {
+  let host: TestToolstack;
+  before(async () => (host = await startTestToolstack()));
+  after(async () => host.stop());
+
+  test("bad percent-encoding in a session cookie or a path segment is 400, never a 500; the service serves on", async () => {
+    for (const path of ["/export?uuid=x", "/import", "/export_metadata?uuid=x", "/import_metadata"]) {
+      const answer = await http(`${host.client.url}${path}`, { method: path.includes("import") ? "PUT" : "GET", headers: { cookie: "session_id=%E0%A4%A" } });
+      assert.equal(answer.status, 400, `${path}: ${answer.body.toString()}`);
+      assert.match(answer.body.toString(), /malformed percent-encoding/);
+    }
+    for (const path of ["/plugins/volume/%zz", "/metrics/%E0%A4%A"]) {
+      const call = path.startsWith("/plugins") ? { method: "POST", body: Buffer.from('{"method":"Plugin.query","params":[{"dbg":"t"}],"id":1}') } : {};
+      const answer = await http(`${host.client.url}${path}?session_id=${host.client.session}`, call);
+      assert.equal(answer.status, 400, `${path}: ${answer.body.toString()}`);
+    }
+    // The service still answers.
+    assert.ok(Array.isArray(await host.client.call<string[]>("VM.get_all")));
+  });
+
+  test("a JSON-RPC id nested 5,000 deep is an invalid request, and the call never ran", async () => {
+    const label = `deep-id-${Date.now()}`;
+    const body = `{"jsonrpc":"2.0","method":"task.create","params":["${host.client.session}","${label}",""],"id":${"[".repeat(5000)}${"]".repeat(5000)}}`;
+    const answer = await http(`${host.client.url}/jsonrpc`, { method: "POST", headers: { "content-type": "application/json" }, body: Buffer.from(body) });
+    assert.equal(answer.status, 200);
+    assert.deepEqual(JSON.parse(answer.body.toString()).error.code, -32600);
+    assert.deepEqual(await host.client.call<string[]>("task.get_by_name_label", label), []);
+  });
+});
+
 describe("concurrency", () => {
   let host: TestToolstack;
   before(async () => (host = await startTestToolstack()));
