@@ -55,7 +55,7 @@ export class TarMembers {
     this.#extract.destroy();
   }
 
-  /** The next file member, directories skipped (GNU tar adds them when given a directory); null at the end. */
+  /** The next file member, directories passed by (GNU tar adds them when given a directory); null at the end. */
   async next(): Promise<Member | null> {
     for (;;) {
       let step: IteratorResult<Entry>;
@@ -66,15 +66,15 @@ export class TarMembers {
       }
       if (step.done) return null;
       const entry = step.value;
+      // A directory carries no data whatever its size field says: GNU tar reads none (its skip_member passes
+      // DIRTYPE by), and neither does tar-stream, whose stream of a directory declaring a size would never end.
+      const directory = entry.header.type === "directory";
       // byteOffset (where the member's data starts) is tar-stream's, absent from its types.
       const start = (entry.header as { byteOffset?: number }).byteOffset;
-      if (typeof start === "number") this.#membersEnd = start + Math.ceil(entry.header.size / 512) * 512;
+      if (typeof start === "number") this.#membersEnd = start + (directory ? 0 : Math.ceil(entry.header.size / 512) * 512);
       const name = memberName(entry.header.name);
       this.#lastName = name;
-      if (entry.header.type === "directory") {
-        await this.skip({ entry, name });
-        continue;
-      }
+      if (directory) continue;
       if (entry.header.type !== "file" && entry.header.type !== "contiguous-file") throw new XvaReadError(`member ${JSON.stringify(name)}: a ${entry.header.type}, not a file`);
       return { entry, name };
     }

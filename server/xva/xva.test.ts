@@ -68,6 +68,32 @@ function tarOf(members: readonly (readonly [string, string | Buffer])[]): Readab
   return Readable.from(pack);
 }
 
+/** A ustar header of a directory whose size field says `size`, as a careless writer may leave it. */
+function directoryHeader(name: string, size: number): Buffer {
+  const header = Buffer.alloc(512);
+  const field = (offset: number, length: number, value: string) => header.write(value, offset, length, "latin1");
+  field(0, 100, name);
+  field(100, 8, "0000755\0");
+  field(108, 8, "0000000\0");
+  field(116, 8, "0000000\0");
+  field(124, 12, `${size.toString(8).padStart(11, "0")}\0`);
+  field(136, 12, "00000000000\0");
+  field(148, 8, "        ");
+  field(156, 1, "5");
+  field(257, 8, "ustar\u000000");
+  let sum = 0;
+  for (const byte of header) sum += byte;
+  field(148, 8, `${sum.toString(8).padStart(6, "0")}\0 `);
+  return header;
+}
+
+/** `promise`, or a failure once `ms` have passed: a hang fails the test rather than holding it. */
+function within<T>(ms: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => (timer = setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms)));
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 /** The smallest ova.xml parseOvaXml accepts: the reader parses it for the importer. */
 const OVA = formatOvaXml({ version: { hostname: "", date: "", product_version: "", product_brand: "", build_number: "", xapi_major: 1, xapi_minor: 20, export_vsn: 2 }, objects: [] });
 
@@ -229,6 +255,17 @@ describe("reader refuses bad archives", () => {
 
   test("ova.xml over the size limit", async () => {
     await assert.rejects(openXva(tarOf([["ova.xml", OVA]]), { maxOvaXmlBytes: 10 }), /ova.xml is \d+ bytes, more than 10/);
+  });
+
+  test("a directory entry declaring a size: read as GNU tar reads it (no data), never waited on", async () => {
+    const header = directoryHeader("ova-dir/", 1024);
+    const rest = await bytesOf(tarOf([["ova.xml", OVA], ["Ref:1/00000000", block]]));
+    // No data follows (the size is a careless writer's): the archive reads on.
+    const oneBlock = new Map([["Ref:1", MiB]]);
+    const read = await within(5000, readBack(Readable.from([header, rest]), oneBlock));
+    assert.deepEqual(read.disks.get("Ref:1")!.image.subarray(0, MiB), block);
+    // Data follows: GNU tar would read it as the next header, and so do we; refused in words, not a hang.
+    await assert.rejects(within(5000, readBack(Readable.from([header, Buffer.alloc(1024, 0x78), rest]), oneBlock)), (error: Error) => error instanceof XvaReadError);
   });
 
   test("bytes that are not a tar", async () => {
