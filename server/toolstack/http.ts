@@ -52,7 +52,51 @@ export async function readBodyOr413(request: IncomingMessage, response: ServerRe
 
 export function send(response: ServerResponse, status: number, contentType: string, body: string): void {
   response.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(body) });
-  response.end(body);
+  endAnswer(response, body);
+}
+
+/** How long the rest of a body is read away after an early answer, in all and without a byte (nginx's lingering close). */
+const LINGER_MS = 30_000;
+const LINGER_IDLE_MS = 5_000;
+
+/**
+ * Ends an answer. One given before the request's body was read (a refusal, a 404, a 413) first reads the rest
+ * of the body away, as nginx's lingering close does: Node would close the socket under a client still sending,
+ * and that client (Python's urllib, Node's fetch) would get a broken pipe or a reset instead of the answer.
+ */
+export function endAnswer(response: ServerResponse, body?: string): void {
+  const request = response.req;
+  if (request.complete || request.destroyed) {
+    response.end(body);
+    return;
+  }
+  if (body !== undefined) response.write(body);
+  void readAway(request).then(() => response.end());
+}
+
+/** Reads the rest of a request's body and drops it: at most LINGER_MS, and LINGER_IDLE_MS without a byte; then it is cut. */
+export async function readAway(request: IncomingMessage): Promise<void> {
+  // A body stream that read it is gone; its pipe would pause the request again.
+  request.unpipe();
+  request.resume();
+  await new Promise<void>((resolve) => {
+    if (request.complete || request.destroyed) return resolve();
+    const cut = () => request.destroy();
+    const total = setTimeout(cut, LINGER_MS);
+    let idle = setTimeout(cut, LINGER_IDLE_MS);
+    const arrived = () => {
+      clearTimeout(idle);
+      idle = setTimeout(cut, LINGER_IDLE_MS);
+    };
+    const done = () => {
+      clearTimeout(total);
+      clearTimeout(idle);
+      request.off("data", arrived);
+      resolve();
+    };
+    request.on("data", arrived);
+    request.once("end", done).once("close", done);
+  });
 }
 
 async function serveJsonRpc(ts: Toolstack, request: IncomingMessage, response: ServerResponse, limit: number): Promise<void> {

@@ -1,6 +1,8 @@
 // Faults around /import and /export: `hangar serve` killed with SIGKILL in the middle of an import (the next
 // start fails the task and removes its partial VM and volumes), and ten imports and exports at once.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { type IncomingMessage, request } from "node:http";
 import { rm } from "node:fs/promises";
 import { PassThrough, Readable } from "node:stream";
@@ -75,6 +77,29 @@ describe("malformed requests", () => {
     }
     // The service still answers.
     assert.ok(Array.isArray(await host.client.call<string[]>("VM.get_all")));
+  });
+
+  test("a refusal before the body is read reaches clients still sending it: Python's urllib and Node's fetch get the answer, not a broken pipe", async () => {
+    const urllib = `
+import sys, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=b"x" * (8 << 20), method="PUT"))
+    print("200")
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+except Exception as e:
+    print("failed:", e)
+`;
+    for (const [path, answer] of [
+      ["/import?session_id=OpaqueRef:nobody", "401 SESSION_INVALID OpaqueRef:nobody"],
+      ["/no/such/resource", "404 no such resource: PUT /no/such/resource"],
+    ] as const) {
+      // Not spawnSync: the toolstack answering runs in this process.
+      const python = await promisify(execFile)("python3", ["-c", urllib, `${host.client.url}${path}`], { encoding: "utf8", timeout: 60_000 });
+      assert.equal(python.stdout.trim(), answer, python.stderr);
+      const fetched = await fetch(`${host.client.url}${path}`, { method: "PUT", body: Buffer.alloc(8 << 20, 0x78) });
+      assert.equal(`${fetched.status} ${(await fetched.text()).trim()}`, answer);
+    }
   });
 
   test("a JSON-RPC id nested 5,000 deep is an invalid request, and the call never ran", async () => {

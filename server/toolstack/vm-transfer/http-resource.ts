@@ -7,6 +7,7 @@ import { z } from "zod";
 import type { Session } from "../sessions.ts";
 import type { TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
+import { endAnswer } from "../http.ts";
 import { XenApiError, xenErrors } from "../../xenapi/errors.ts";
 import { toXenApiError } from "../xenapi-errors.ts";
 import type { XenValue } from "../../xenapi/values.ts";
@@ -110,7 +111,7 @@ export async function answerRefusal(ts: Toolstack, response: ServerResponse, ref
   const headers: Record<string, string | number> = { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(body), connection: "close" };
   if (refusal.status === 401) headers["www-authenticate"] = `Basic realm="${REALM}"`;
   response.writeHead(refusal.status, headers);
-  response.end(body);
+  endAnswer(response, body);
 }
 
 /** Runs `work` as the task `ref` (already made); answers whether it succeeded, once the task's outcome is recorded. */

@@ -9,7 +9,7 @@ import type { Compression } from "../../xva/compression.ts";
 import { defaultSr } from "../calls/pool.ts";
 import { hostErrors } from "../hosts.ts";
 import { hostUrl } from "../../xenapi/hosts.ts";
-import { expectsContinue, type Route } from "../http.ts";
+import { endAnswer, expectsContinue, readAway, type Route } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
 import { attachedSr } from "../srs.ts";
 import { findVdiLocation } from "../vdi-records.ts";
@@ -103,21 +103,6 @@ function requestBody(request: IncomingMessage): Readable {
   return body;
 }
 
-const DRAIN_MS = 30_000;
-
-/** Reads the rest of a request away, up to `ms`; then it is cut. */
-async function drain(request: IncomingMessage, ms: number): Promise<void> {
-  // The body stream the import read is gone; its pipe would pause the request again.
-  request.unpipe();
-  request.resume();
-  const timer = setTimeout(() => request.destroy(), ms);
-  await new Promise<void>((resolve) => {
-    if (request.complete || request.destroyed) return resolve();
-    request.once("end", resolve).once("close", resolve);
-  });
-  clearTimeout(timer);
-}
-
 /** Shared frame: authentication, the task, refusals, and the caller's Basic session ended afterwards. */
 function resource(methods: readonly string[], serve: (ts: Toolstack, request: IncomingMessage, response: ServerResponse, url: URL, args: Map<string, string>) => Promise<void>): Route {
   return async (ts, request, response, url) => {
@@ -126,8 +111,9 @@ function resource(methods: readonly string[], serve: (ts: Toolstack, request: In
     let caller: Caller | undefined;
     try {
       if (!methods.includes(request.method ?? "")) {
-        response.writeHead(405, { allow: methods.join(", "), "content-type": "text/plain", connection: "close" });
-        response.end(`${url.pathname} takes ${methods.join(" or ")}\n`);
+        const body = `${url.pathname} takes ${methods.join(" or ")}\n`;
+        response.writeHead(405, { allow: methods.join(", "), "content-type": "text/plain", "content-length": Buffer.byteLength(body), connection: "close" });
+        endAnswer(response, body);
         return;
       }
       caller = await authenticate(ts, request, args);
@@ -136,7 +122,6 @@ function resource(methods: readonly string[], serve: (ts: Toolstack, request: In
     } catch (error) {
       if (!(error instanceof ResourceRefusal)) throw error;
       await answerRefusal(ts, response, error, taskRef);
-      // A body not read (or not sent: Expect: 100-continue) makes Node close the connection after the answer.
     } finally {
       await caller?.release().catch(() => undefined);
     }
@@ -236,7 +221,7 @@ function serveImport(metadataOnly: boolean) {
     const succeeded = await runInTask(ts, task, work);
     // A failed import leaves a client still sending: drain it first (for a while), so that it reads the
     // answer rather than a reset.
-    if (!succeeded && !request.complete) await drain(request, DRAIN_MS);
+    if (!succeeded && !request.complete) await readAway(request);
     response.end();
   });
 }
