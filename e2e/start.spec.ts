@@ -40,9 +40,10 @@ test("npm start with HANGAR_TOOLSTACK_PORT: the console finds its toolstack ther
     await expect(page.getByRole("heading", { level: 1, name: "Dashboard" })).toBeVisible();
   } finally {
     child.kill("SIGTERM");
-    expect(await exited).toBe(0);
+    const code = await exited;
     // The datasource daemons its SR's plugin started outlive it, as on a real host.
     await killPids(processesWithEnv(`HANGAR_DATA_DIR=${dataDir}`));
     rmSync(dataDir, { recursive: true, force: true });
+    expect(code).toBe(0);
   }
 });
