@@ -5,6 +5,7 @@
 // outcome read from its task, not from the HTTP answer.
 import { type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders, request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { isFinished, type TaskRecord, taskResult, type XenApiClient, zTaskRecord } from "./client.ts";
 import { XenApiError } from "./errors.ts";
@@ -159,17 +160,6 @@ export function putResource(url: URL, write: (request: ClientRequest) => Promise
 }
 
 const zProgress = z.union([z.number(), z.string().transform(Number)]);
-const sleep = (ms: number, signal?: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
-
 /** The task a resource's work runs in: its progress, cancelling it, its end and outcome. */
 export class ResourceTask {
   readonly ref: string;
@@ -223,7 +213,7 @@ export class ResourceTask {
         return undefined;
       });
       if (record !== undefined && isFinished(record)) return record;
-      await sleep(everyMs, signal);
+      await delay(everyMs, undefined, { signal }).catch(() => undefined);
     }
     return undefined;
   }

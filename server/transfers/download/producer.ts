@@ -240,16 +240,15 @@ const BLOCK_BYTES = 1024 * 1024;
  * from 1.8-1.9 s to 1.4-1.55 s (commit 79695c5, transfers bench).
  */
 async function askToolstack(url: URL): Promise<{ response: BlockAnswer; pool: BlockPool }> {
-  let pool: BlockPool | undefined;
   // A connection of its own (no keep-alive): an export is long, and a pooled socket could be closed under it.
   const { answer } = await followRedirects(url, async (at) => {
-    pool = new BlockPool(POOL_BLOCKS, BLOCK_BYTES);
+    const pool = new BlockPool(POOL_BLOCKS, BLOCK_BYTES);
     const response = await getIntoBlocks(at, pool).catch((error: Error) => {
       throw new DownloadError(502, `The toolstack at ${at.origin === new URL(toolstackUrl()).origin ? toolstackUrl() : at.origin} cannot be reached (${error.message}). Is it running?`);
     });
-    return { response, status: response.status, location: response.header("location"), discard: () => response.cancel() };
+    return { response, pool, status: response.status, location: response.header("location"), discard: () => response.cancel() };
   });
-  return { response: answer.response, pool: pool! };
+  return answer;
 }
 
 async function checkSpace(): Promise<void> {

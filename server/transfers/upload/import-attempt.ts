@@ -67,19 +67,16 @@ export async function importAttempt(attempt: Attempt): Promise<Outcome> {
   }
   await attempt.started(task.ref);
   target.searchParams.set("task_id", task.ref);
-  const attemptAbort = new AbortController();
-  const onCancel = () => attemptAbort.abort(signal.reason);
-  signal.addEventListener("abort", onCancel, { once: true });
-  // Ended while this attempt was being set up: a signal aborted already never fires its listeners.
-  if (signal.aborted) onCancel();
+  // The upload's end (even one that came while this attempt was being set up) or this attempt's.
+  const over = new AbortController();
+  const attemptSignal = AbortSignal.any([signal, over.signal]);
   try {
-    const outcome = await streamImport(target, task, attempt.follower, state.length, attemptAbort.signal);
+    const outcome = await streamImport(target, task, attempt.follower, state.length, attemptSignal);
     // A task still pending (the stream broke before the toolstack noticed) is cancelled; the toolstack undoes it.
-    if (outcome.kind !== "done" && !attemptAbort.signal.aborted) await task.cancel();
+    if (outcome.kind !== "done" && !attemptSignal.aborted) await task.cancel();
     return outcome;
   } finally {
-    attemptAbort.abort(new Cancelled("attempt over"));
-    signal.removeEventListener("abort", onCancel);
+    over.abort(new Cancelled("attempt over"));
   }
 }
 

@@ -5,6 +5,7 @@
 // spool after a pause; an archive the toolstack refuses ends the upload with its reason and the spool is removed
 // (the toolstack removes what the failed import made); a cancel or failure from outside ends it for good.
 import { rm } from "node:fs/promises";
+import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { toolstackUrl } from "../../config.ts";
 import { XenApiClient } from "../../xenapi/client.ts";
@@ -183,7 +184,7 @@ export class ImportPipeline {
       else if (outcome.reason.includes("HOST_OFFLINE")) await this.save({ error: `Waiting: the SR's host is offline; the import goes on when it is back (${outcome.reason}).` });
       const wait = new AbortController();
       this.retryNow = () => wait.abort();
-      await delay(RETRY_DELAYS_MS[Math.min(retry++, RETRY_DELAYS_MS.length - 1)]!, AbortSignal.any([this.abort.signal, wait.signal])).catch(() => undefined);
+      await delay(RETRY_DELAYS_MS[Math.min(retry++, RETRY_DELAYS_MS.length - 1)]!, undefined, { signal: AbortSignal.any([this.abort.signal, wait.signal]) }).catch(() => undefined);
       this.retryNow = undefined;
     }
   }
@@ -203,14 +204,4 @@ export class ImportPipeline {
       started: (task) => this.save({ task, attempts: this.state.attempts + 1, status: "importing", error: null }),
     });
   }
-}
-
-function delay(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => {
-      clearTimeout(timer);
-      reject(signal.reason as Error);
-    }, { once: true });
-  });
 }
