@@ -92,3 +92,13 @@ export function heartbeatMs(): number {
   if (!Number.isInteger(value) || value < 50) throw new Error(`HANGAR_HEARTBEAT_MS must be a whole number of milliseconds ≥ 50 (got ${process.env.HANGAR_HEARTBEAT_MS})`);
   return value;
 }
+
+/**
+ * How long an upload's body may go without a byte while the service waits for one (HANGAR_BODY_IDLE_TIMEOUT,
+ * seconds, default 60): a stalled client would otherwise hold its task, VM, volumes and datapaths for ever.
+ */
+export function bodyIdleTimeoutMs(): number {
+  const value = Number(process.env.HANGAR_BODY_IDLE_TIMEOUT || 60);
+  if (!(value > 0) || !Number.isFinite(value)) throw new Error(`HANGAR_BODY_IDLE_TIMEOUT must be a number of seconds > 0 (got ${process.env.HANGAR_BODY_IDLE_TIMEOUT})`);
+  return value * 1000;
+}

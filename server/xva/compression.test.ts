@@ -259,7 +259,7 @@ describe("decompressing()", () => {
         },
       });
       const { stream } = await decompressing(failing);
-      await assert.rejects(collect(stream), new RegExp(`reading the ${kind} stream failed: disk on fire`));
+      await assert.rejects(collect(stream), /^Error: disk on fire$/);
 
       const source = piecewise(compressed, 1000);
       const abandoned = await decompressing(source);

@@ -290,7 +290,9 @@ export async function decompressing(source: Readable): Promise<{ compression: Co
     for (const stage of stages) stage.destroy();
     input.destroy();
   };
-  input.on("error", (error) => fail(new Error(`reading the ${compression} stream failed: ${error.message}`, { cause: error })));
+  // The source's own failure (a stalled or cancelled upload, a dropped connection) is not the compression's: it
+  // passes as it is.
+  input.on("error", fail);
   for (const stage of stages) stage.on("error", (error) => fail(new Error(`not a valid ${compression} stream: ${error.message}`, { cause: error })));
   out.on("close", () => {
     if (!out.writableFinished) fail(new Error("the decompressed stream was closed before its end"));

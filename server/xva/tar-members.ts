@@ -19,9 +19,12 @@ function memberName(raw: string): string {
   return raw.replace(/^(?:\.\/)+/, "");
 }
 
-/** A failure of the tar layer as an XvaReadError: an input that stopped early is a truncated archive. */
-function tarFailure(error: unknown, where: string): XvaReadError {
-  if (error instanceof XvaReadError) return error;
+/**
+ * A failure of the tar layer as an XvaReadError: an input that stopped early is a truncated archive. The
+ * source's own failure (a stalled or cancelled upload) is not the archive's: it passes as it is.
+ */
+function tarFailure(error: unknown, where: string, sourceError: unknown): unknown {
+  if (error instanceof XvaReadError || (error !== undefined && error === sourceError)) return error;
   const message = error instanceof Error ? error.message : String(error);
   if (message === TAR_END_OF_DATA) return new XvaReadError(`archive truncated: the stream ended ${where}`);
   return new XvaReadError(`not a readable tar stream: ${message}`);
@@ -37,6 +40,7 @@ export class TarMembers {
   #received = 0;
   #membersEnd = 0;
   #lastName = "ova.xml";
+  #sourceError: unknown;
 
   constructor(source: AsyncIterable<Uint8Array> | Readable) {
     // Debian's xva-img writes V7 headers without the ustar magic.
@@ -44,7 +48,10 @@ export class TarMembers {
     this.#extract = tarExtract({ allowUnknownFormat: true } as Parameters<typeof tarExtract>[0]);
     this.#input = source instanceof Readable ? source : Readable.from(source);
     this.#input.on("data", (chunk: Uint8Array) => (this.#received += chunk.byteLength));
-    this.#input.on("error", (error) => this.#extract.destroy(error));
+    this.#input.on("error", (error) => {
+      this.#sourceError = error;
+      this.#extract.destroy(error);
+    });
     this.#input.pipe(this.#extract);
     this.#entries = this.#extract[Symbol.asyncIterator]();
   }
@@ -62,7 +69,7 @@ export class TarMembers {
       try {
         step = await this.#entries.next();
       } catch (error) {
-        throw tarFailure(error, `inside the tar header after member ${this.#lastName}`);
+        throw tarFailure(error, `inside the tar header after member ${this.#lastName}`, this.#sourceError);
       }
       if (step.done) return null;
       const entry = step.value;
@@ -121,13 +128,13 @@ export class TarMembers {
    * A member's read failing: tar-stream fails the member with a generic "destroyed" when the tar stream below
    * it fails, so the tar stream's own error is asked for (the iterator gives it) to tell a truncation.
    */
-  async failure(error: unknown, name: string): Promise<XvaReadError> {
+  async failure(error: unknown, name: string): Promise<unknown> {
     if (error instanceof XvaReadError) return error;
     const cause = await this.#entries.next().then(
       () => error,
       (tarError: unknown) => tarError,
     );
-    return tarFailure(cause, `inside member ${name}`);
+    return tarFailure(cause, `inside member ${name}`, this.#sourceError);
   }
 
   /** After next() gave null: whether the stream stopped at a member's end, without the tar end-of-archive blocks. */

@@ -59,6 +59,41 @@ describe("hangar serve killed mid-import", () => {
   });
 });
 
+describe("hangar serve stopped with SIGTERM mid-import", () => {
+  test("it exits within 15 s while an upload stalls and an event.from waits; the next start undoes the import", async () => {
+    const dataDir = await tempDataDir();
+    let service = await startServeProcess(dataDir);
+    try {
+      let client = await XenApiClient.login(service.url.replace(/\/$/, ""));
+      const vmsBefore = (await client.call<string[]>("VM.get_all")).length;
+      const blocks = new Map<number, Buffer>();
+      for (let i = 0; i < 32; i++) blocks.set(i, patternBlock(700 + i));
+      const archive = await collect(testXva({ name: "terminated", disks: [{ size: 32 * MiB, blocks }] }));
+      const put = request(`${service.url}import?session_id=${client.session}`, { method: "PUT", headers: { "content-length": String(archive.length) } });
+      put.on("error", () => undefined);
+      const headers = new Promise<string>((resolve) => put.on("response", (response) => resolve(String(response.headers["task-id"]))));
+      put.write(archive.subarray(0, 3 * MiB));
+      const task = await headers;
+      for (const deadline = Date.now() + 30_000; (await client.call<string[]>("VM.get_all")).length === vmsBefore; await sleep(100)) assert.ok(Date.now() < deadline, "the import made its VM");
+      const token = (await client.call<{ token: string }>("event.from", ["VM"], "", 0)).token;
+      void client.call("event.from", ["VM"], token, 60).catch(() => undefined);
+      await sleep(200);
+      const started = Date.now();
+      await service.stop();
+      assert.ok(Date.now() - started < 15_000, `stopped in ${Date.now() - started} ms`);
+      put.destroy();
+      service = await startServeProcess(dataDir);
+      client = await XenApiClient.login(service.url.replace(/\/$/, ""));
+      const record = await client.call<Record<string, unknown>>("task.get_record", task);
+      assert.equal(record.status, "failure");
+      assert.equal((await client.call<string[]>("VM.get_all")).length, vmsBefore);
+    } finally {
+      await service.stop();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("malformed requests", () => {
   let host: TestToolstack;
   before(async () => (host = await startTestToolstack()));
@@ -109,6 +144,75 @@ except Exception as e:
     assert.equal(answer.status, 200);
     assert.deepEqual(JSON.parse(answer.body.toString()).error.code, -32600);
     assert.deepEqual(await host.client.call<string[]>("task.get_by_name_label", label), []);
+  });
+});
+
+describe("a stalled upload", () => {
+  let host: TestToolstack;
+  before(async () => {
+    process.env.HANGAR_BODY_IDLE_TIMEOUT = "2";
+    host = await startTestToolstack();
+  });
+  after(async () => {
+    delete process.env.HANGAR_BODY_IDLE_TIMEOUT;
+    await host.stop();
+  });
+
+  /** Sends the first `sent` bytes of a 32 MiB archive, then nothing more; answers the import's task. */
+  async function stalledImport(sent: number): Promise<{ task: string; put: ReturnType<typeof request> }> {
+    const blocks = new Map<number, Buffer>();
+    for (let i = 0; i < 32; i++) blocks.set(i, patternBlock(600 + i));
+    const archive = await collect(testXva({ name: "stalled", disks: [{ size: 32 * MiB, blocks }] }));
+    const put = request(`${host.client.url}/import?session_id=${host.client.session}`, { method: "PUT", headers: { "content-length": String(archive.length) } });
+    put.on("error", () => undefined);
+    const task = new Promise<string>((resolve) => put.on("response", (response) => resolve(String(response.headers["task-id"]))));
+    put.write(archive.subarray(0, sent));
+    return { task: await task, put };
+  }
+
+  const count = async (cls: string) => (await host.client.call<string[]>(`${cls}.get_all`)).length;
+
+  test("task.cancel ends it at once while it waits for bytes, in ova.xml or in a disk, and undoes it", async () => {
+    const [vms, vdis] = [await count("VM"), await count("VDI")];
+    // Long enough that the idle timeout cannot be what ends it.
+    process.env.HANGAR_BODY_IDLE_TIMEOUT = "600";
+    try {
+      for (const sent of [1000, 3 * MiB]) {
+        const { task, put } = await stalledImport(sent);
+        try {
+          if (sent > 1000) for (const deadline = Date.now() + 10_000; (await count("VM")) === vms; await sleep(50)) assert.ok(Date.now() < deadline, "the import made its VM");
+          // Everything sent is read by now: the import waits for bytes.
+          await sleep(500);
+          const started = Date.now();
+          await host.client.call("task.cancel", task);
+          const record = await host.client.waitTask(task, 10_000);
+          // Before: the task stayed `cancelling` until the client sent more bytes or closed.
+          assert.equal(record.status, "cancelled", `${sent} bytes sent`);
+          assert.ok(Date.now() - started < 5000, `cancelled in ${Date.now() - started} ms`);
+          assert.equal(await count("VM"), vms);
+          assert.equal(await count("VDI"), vdis);
+        } finally {
+          put.destroy();
+        }
+      }
+    } finally {
+      process.env.HANGAR_BODY_IDLE_TIMEOUT = "2";
+    }
+  });
+
+  test("a body that stops arriving fails the import after HANGAR_BODY_IDLE_TIMEOUT, in words, and undoes it", async () => {
+    const [vms, vdis] = [await count("VM"), await count("VDI")];
+    const { task, put } = await stalledImport(3 * MiB);
+    try {
+      const record = await host.client.waitTask(task);
+      // Before: nothing timed it out (watched for 120 s) while its VM, VDI and datapath were held.
+      assert.equal(record.status, "failure");
+      assert.deepEqual(record.error_info, ["IMPORT_ERROR", "the upload stalled: no byte arrived for 2 s (HANGAR_BODY_IDLE_TIMEOUT)"]);
+      assert.equal(await count("VM"), vms);
+      assert.equal(await count("VDI"), vdis);
+    } finally {
+      put.destroy();
+    }
   });
 });
 

@@ -6,11 +6,13 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { PassThrough, type Readable } from "node:stream";
 import { z } from "zod";
 import type { Compression } from "../../xva/compression.ts";
+import { bodyIdleTimeoutMs } from "../../config.ts";
 import { defaultSr } from "../calls/pool.ts";
 import { hostErrors } from "../hosts.ts";
 import { hostUrl } from "../../xenapi/hosts.ts";
 import { endAnswer, expectsContinue, readAway, type Route } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
+import type { TaskControl } from "../tasks.ts";
 import { attachedSr } from "../srs.ts";
 import { findVdiLocation } from "../vdi-records.ts";
 import type { Feature, Toolstack } from "../toolstack.ts";
@@ -92,14 +94,33 @@ function redirect(request: IncomingMessage, response: ServerResponse, url: URL, 
  * Orchestra's client sends a 1 PiB Content-Length and closes after the archive, so the archive's end is the
  * import's; an archive really cut short is found by the reader. Destroying the stream leaves the request to be
  * drained, so a client still sending gets its answer rather than a reset.
+ *
+ * The stream fails, so that the reader waiting on it stops, when the task is cancelled and when no byte came
+ * for HANGAR_BODY_IDLE_TIMEOUT while the reader waited for one (time the import spent writing, with the
+ * request paused by backpressure, is not the client's).
  */
-function requestBody(request: IncomingMessage): Readable {
+function requestBody(request: IncomingMessage, signal: AbortSignal): Readable {
   const body = new PassThrough();
   request.pipe(body);
   request.on("error", () => undefined);
   request.once("close", () => {
     if (!body.writableEnded) body.end();
   });
+  const idleMs = bodyIdleTimeoutMs();
+  const idle = setTimeout(function stalled() {
+    if (request.isPaused() || body.writableNeedDrain) return idle.refresh();
+    body.destroy(new XenApiError("IMPORT_ERROR", [`the upload stalled: no byte arrived for ${idleMs / 1000} s (HANGAR_BODY_IDLE_TIMEOUT)`]));
+  }, idleMs);
+  const arrived = () => idle.refresh();
+  const cancelled = () => body.destroy(signal.reason as Error);
+  request.on("data", arrived);
+  signal.addEventListener("abort", cancelled, { once: true });
+  body.once("close", () => {
+    clearTimeout(idle);
+    request.off("data", arrived);
+    signal.removeEventListener("abort", cancelled);
+  });
+  if (signal.aborted) cancelled();
   return body;
 }
 
@@ -189,12 +210,12 @@ function serveExport(metadataOnly: boolean) {
 function serveImport(metadataOnly: boolean) {
   return resource(["PUT", "POST"], async (ts, request, response, url, args) => {
     let work: Parameters<typeof runInTask>[2];
-    const body = () => requestBody(request);
+    const body = (control: TaskControl) => requestBody(request, control.signal);
     if (metadataOnly) {
       const query = parseArguments(ZImportMetadataQuery, args);
       const vdiMap = new Map<string, string>();
       for (const [key, value] of args) if (key.startsWith("vdi:")) vdiMap.set(key.slice(4), value);
-      work = (control) => importMetadata(ts, control, body(), { force: query.force, restore: query.restore, dryRun: query.dry_run, vdiMap: vdiMap });
+      work = (control) => importMetadata(ts, control, body(control), { force: query.force, restore: query.restore, dryRun: query.dry_run, vdiMap: vdiMap });
     } else {
       const query = parseArguments(ZImportQuery, args);
       const srRef = query.sr_id ?? (await checked(defaultSr(ts)));
@@ -202,7 +223,7 @@ function serveImport(metadataOnly: boolean) {
       const host = await elsewhere(ts, [srRef]);
       if (host !== undefined) return redirect(request, response, url, host);
       const sr = await checked(attachedSr(ts, srRef));
-      work = (control) => importVm(ts, control, body(), { sr, force: query.force, restore: query.restore });
+      work = (control) => importVm(ts, control, body(control), { sr, force: query.force, restore: query.restore });
     }
     const length = request.headers["content-length"];
     if (length === "0" || (length === undefined && request.headers["transfer-encoding"] === undefined)) {
