@@ -20,6 +20,19 @@ export interface ServeOptions extends ToolstackOptions, HttpOptions {
   tlsCert?: string;
   tlsKey?: string;
   features?: Feature[];
+  /** How long a connection may take to send a request's headers, idle ones included (default 20 s). */
+  headersTimeoutMs?: number;
+}
+
+/**
+ * Connection limits of both servers. A connection that sends no request, or its headers too slowly, is closed
+ * after the headers timeout (Node's own default, 60 s checked every 30 s, held them 90 s); an idle kept-alive
+ * one after 5 s. There is no limit on a whole request: an upload takes as long as it takes, and its body has
+ * its own idle timeout (HANGAR_BODY_IDLE_TIMEOUT); event.from holds its answer, not its request.
+ */
+function connectionLimits(options: ServeOptions) {
+  const headersTimeout = options.headersTimeoutMs ?? 20_000;
+  return { headersTimeout, requestTimeout: 0, keepAliveTimeout: 5_000, connectionsCheckingInterval: Math.min(1_000, headersTimeout) };
 }
 
 export interface RunningToolstack {
@@ -68,18 +81,15 @@ export async function serveToolstack(options: ServeOptions): Promise<RunningTool
   try {
     const routes = Object.assign({}, ...(options.features ?? []).map((feature) => feature.routes ?? {}), options.routes);
     const handler = createHandler(ts, { ...options, routes });
-    const http = createHttpServer(handler);
+    const http = createHttpServer(connectionLimits(options), handler);
     // `Expect: 100-continue` (curl -T) is answered by the handler: an upload refused is refused before its body.
     http.on("checkContinue", handler);
-    // event.from holds a request up to a minute; the defaults would cut it.
-    http.requestTimeout = 0;
     const httpPort = await listen(http, options.port, options.address);
     let https: Server | null = null;
     let httpsPort: number | null = null;
     if (options.httpsPort !== null) {
-      https = createHttpsServer(await tlsMaterial(ts.dataDir, options.tlsCert, options.tlsKey), handler);
+      https = createHttpsServer({ ...(await tlsMaterial(ts.dataDir, options.tlsCert, options.tlsKey)), ...connectionLimits(options) }, handler);
       https.on("checkContinue", handler);
-      https.requestTimeout = 0;
       httpsPort = await listen(https, options.httpsPort, options.address);
     }
     await ts.pool.announce({ http: httpPort, https: httpsPort });
