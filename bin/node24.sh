@@ -3,9 +3,10 @@ NODE24=node
 for candidate in "$HANGAR_NODE" "$HANGAR_ROOT/node_modules/node/bin/node"; do
   if [ -n "$candidate" ] && [ -x "$candidate" ]; then NODE24=$candidate; break; fi
 done
-# Node caches compiled (and type-stripped) modules here, under the run dir as server/config.ts places it: a
-# plugin call then starts in tens of ms, not hundreds.
-export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-${HANGAR_RUN_DIR:-${HANGAR_DATA_DIR:-$HANGAR_ROOT/data}/run}/compile-cache}"
+# Node caches compiled (and type-stripped) modules here: a plugin call then starts in tens of ms, not hundreds.
+# Beside the code it is compiled from, not in the data dir: Node makes the directory as it starts, so a call
+# made after a test removed its data dir (a task's clean-up running on) brought <data dir>/run back.
+export NODE_COMPILE_CACHE="${NODE_COMPILE_CACHE:-$HANGAR_ROOT/node_modules/.cache/compile-cache}"
 # V8's young generation kept small and the old one allowed to double, for the long-running servers
 # (`hangar serve`, the console): their transfers arrive through Node's HTTP server in a new 64 KiB buffer per
 # socket read, and with V8's defaults each few MiB of them set off a full collection of the whole heap (75

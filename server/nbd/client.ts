@@ -240,6 +240,11 @@ export class NbdClient {
     return this.#baseAllocationId !== null;
   }
 
+  /** Why the connection ended under its requests (the server went away, a time-out, a protocol error); null while it serves. */
+  get failure(): NbdError | null {
+    return this.#failure;
+  }
+
   async read(offset: number, length: number): Promise<Buffer> {
     const target = Buffer.allocUnsafe(length);
     await this.readInto(offset, target);

@@ -2,7 +2,7 @@
 // plugin processes share (HANGAR_DATA_DIR in the environment they inherit), the toolstack with every
 // feature served on a free port, and a XenAPI client (the CLI's JSON-RPC call) that speaks to it over real HTTP.
 import assert from "node:assert/strict";
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, ftruncateSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { isPidRunning } from "../plugins/filesr/liveness.ts";
@@ -13,6 +13,22 @@ import { XenApiError } from "../xenapi/errors.ts";
 import { jsonRpcCall } from "../xenapi/client.ts";
 
 export const MiB = 1024 * 1024;
+export const PiB = 1024 * 1024 * 1024 * MiB;
+
+/** Whether the filesystem of `dir` takes a (sparse) file of `size` bytes: ext4 refuses 1 PiB, tmpfs and XFS take it. */
+export function holdsFileOf(dir: string, size: number): boolean {
+  const probe = mkdtempSync(join(dir, "probe-"));
+  const fd = openSync(join(probe, "file"), "w");
+  try {
+    ftruncateSync(fd, size);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    closeSync(fd);
+    rmSync(probe, { recursive: true, force: true });
+  }
+}
 
 /** A XenAPI client logged in as root. */
 export class XenApiClient {

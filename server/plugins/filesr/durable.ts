@@ -30,7 +30,7 @@ export function replaceFileSync(file: string, data: Uint8Array, options: { durab
   if (durable) fsyncDirSync(path.dirname(file));
 }
 
-/** Creates a new, empty sparse file of `size` bytes (fails if the file exists). */
+/** Creates a new, empty sparse file of `size` bytes (fails if the file exists; leaves none when the size is refused). */
 export function createSparseFileSync(file: string, size: number): void {
   truncateDurablySync(file, "wx", size);
 }
@@ -45,6 +45,10 @@ function truncateDurablySync(file: string, flags: "wx" | "r+", size: number): vo
   try {
     fs.ftruncateSync(fd, size);
     fs.fsyncSync(fd);
+  } catch (error) {
+    // A size the filesystem refuses (EFBIG, ENOSPC) would leave the empty file open() made.
+    if (flags === "wx") fs.rmSync(file, { force: true });
+    throw error;
   } finally {
     fs.closeSync(fd);
   }

@@ -1,5 +1,6 @@
 // Typed failures of the file SR library. `kind` is what a plugin dispatcher turns into the wire error
 // (`SR_BACKEND_FAILURE` with params [kind, ...params]); `code` says more precisely what went wrong.
+import { formatBytes } from "../../../lib/format.ts";
 
 export type FileSrErrorKind =
   | "Volume_does_not_exist"
@@ -42,4 +43,20 @@ export function activatedElsewhere(host: string, key: string): FileSrError {
     `volume ${key} is activated on host ${host}`,
     [host],
   );
+}
+
+/** A size as people and scripts read it: "1 PiB (1125899906842624 bytes)". */
+export function sizeInWords(bytes: number): string {
+  return `${formatBytes(bytes)} (${bytes} bytes)`;
+}
+
+/**
+ * The filesystem's refusal of a file's size (EFBIG) or of the space for it (ENOSPC, EDQUOT) in words naming
+ * `what` (e.g. "a volume of 1 PiB (… bytes)"); any other error as it is.
+ */
+export function spaceRefusal(error: unknown, what: string): unknown {
+  const code = (error as NodeJS.ErrnoException | null)?.code;
+  if (code === "EFBIG") return invalid("file_too_large", `${what} is larger than the SR's filesystem allows a file to be (EFBIG)`);
+  if (code === "ENOSPC" || code === "EDQUOT") return invalid("no_space", `the SR's filesystem has no space left for ${what} (${code})`);
+  return error;
 }

@@ -6,20 +6,37 @@ import path from "node:path";
 import { createSparseFileSync, fsyncDirSync, removeFilesSync } from "./durable.ts";
 import { DATA, ABSENT, createMapSync, readMapSync, type ChainLayer } from "./cluster-map.ts";
 import { statement, type LayerRow, type SrConnection } from "./db.ts";
-import { invalid } from "./errors.ts";
+import { invalid, sizeInWords, spaceRefusal } from "./errors.ts";
 
 /** Guards chain walks against a corrupt database whose parent links form a cycle. */
 const MAX_CHAIN_DEPTH = 100_000;
 
-/** A new, empty layer (files created inside the caller's transaction, directory synced). */
+/**
+ * A new, empty layer (files created inside the caller's transaction, directory synced). A size or space the
+ * filesystem refuses fails in words and leaves no file.
+ */
 export function insertLayer(conn: SrConnection, layer: { parent: number | null; size: number }): LayerRow {
   const token = newToken();
   const files = layerFiles(conn.path, token);
-  createSparseFileSync(files.data, layer.size);
-  createMapSync(files.map, clusterCount(layer.size));
+  try {
+    createLayerFilesSync(files, layer.size);
+  } catch (error) {
+    throw spaceRefusal(error, `a volume of ${sizeInWords(layer.size)}`);
+  }
   fsyncDirSync(path.dirname(files.map));
   const result = statement(conn, "INSERT INTO layers (token, parent, size) VALUES (?, ?, ?)").run(token, layer.parent, layer.size);
   return { id: Number(result.lastInsertRowid), token, parent: layer.parent, size: layer.size, complete: 0, allocated: 0, stray: 0 };
+}
+
+/** The data file and allocation map of a new layer: both, or neither. */
+function createLayerFilesSync(files: ReturnType<typeof layerFiles>, size: number): void {
+  createSparseFileSync(files.data, size);
+  try {
+    createMapSync(files.map, clusterCount(size));
+  } catch (error) {
+    removeFilesSync([files.data]);
+    throw error;
+  }
 }
 
 export function requireLayer(conn: SrConnection, id: number): LayerRow {

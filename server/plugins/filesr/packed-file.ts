@@ -19,7 +19,7 @@ export function encodePackedFile(magic: string, count: number, payload: Uint8Arr
 
 /**
  * Creates a new file whose payload is all zero bits, sparse: only the header is written, so its cost does
- * not grow with the disk it describes. Fails if the file exists.
+ * not grow with the disk it describes. Fails if the file exists; leaves none when it cannot be written.
  */
 export function createPackedFileSync(file: string, magic: string, count: number, payloadLength: number): void {
   const fd = fs.openSync(file, "wx");
@@ -27,6 +27,9 @@ export function createPackedFileSync(file: string, magic: string, count: number,
     fs.writeSync(fd, encodePackedFile(magic, count, new Uint8Array(0)));
     fs.ftruncateSync(fd, HEADER_SIZE + payloadLength);
     fs.fsyncSync(fd);
+  } catch (error) {
+    fs.rmSync(file, { force: true });
+    throw error;
   } finally {
     fs.closeSync(fd);
   }

@@ -10,7 +10,7 @@ import { connectSr, statement, transact, type SrConnection, type VolumeRow } fro
 import { cancelMergesOf, deleteUnreferencedLayers, growthFill, insertLayer, requireLayer, unlinkLayerFiles } from "./layers.ts";
 import { liveHandles, withWritersPaused } from "./handles.ts";
 import { insertVolume, requireVolume, selectVolume, selectVolumes, validateText, type Volume } from "./volume-records.ts";
-import { activatedElsewhere, invalid } from "./errors.ts";
+import { activatedElsewhere, invalid, sizeInWords, spaceRefusal } from "./errors.ts";
 import { copyVolume } from "./copy.ts";
 import { localHostId } from "./liveness.ts";
 
@@ -181,7 +181,11 @@ export async function resizeVolume(srPath: string, key: string, newSize: number)
     cancelMergesOf(conn, top.id);
     // Files first: if we crash before commit they are merely larger than the metadata says, which is harmless.
     const files = layerFiles(conn.path, top.token);
-    resizeFileSync(files.data, size);
+    try {
+      resizeFileSync(files.data, size);
+    } catch (error) {
+      throw spaceRefusal(error, `volume ${key} grown to ${sizeInWords(size)}`);
+    }
     const map = readMapSync(files.map).grown(clusterCount(size), growthFill(top));
     writeMapSync(files.map, map);
     statement(conn, "UPDATE layers SET size = ?, allocated = ? WHERE id = ?").run(size, map.allocated, top.id);

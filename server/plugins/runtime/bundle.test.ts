@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { cpSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -62,6 +62,15 @@ describe("the volume plugin's bundle", () => {
     const result = spawnSync(join(VOLUME_PLUGIN, "Plugin.Query"), ["--json"], { input: '{"dbg":"t"}', encoding: "utf8" });
     assert.equal(result.status, 0, result.stderr);
     assert.equal(JSON.parse(result.stdout).plugin, "file");
+  });
+
+  test("the entry script keeps Node's compile cache out of the data dir: a call whose data dir is gone makes nothing there", () => {
+    // As a task's late call after a test removed its host: the cache once brought back <data dir>/run/compile-cache.
+    const gone = join(dir, "removed-data-dir");
+    const { NODE_COMPILE_CACHE: _inherited, ...env } = process.env;
+    const result = spawnSync(join(VOLUME_PLUGIN, "Plugin.Query"), ["--json"], { input: '{"dbg":"t"}', encoding: "utf8", env: { ...env, HANGAR_DATA_DIR: gone } });
+    assert.equal(result.status, 0, result.stderr);
+    assert.equal(existsSync(gone), false);
   });
 
   test("a fresh bundle loads no TypeScript: it runs with type stripping turned off", () => {

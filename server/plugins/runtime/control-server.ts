@@ -2,13 +2,13 @@
 import { rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
-import { runDir } from "../../config.ts";
+import { daemonsDir } from "./daemon-log.ts";
 
 export type ControlHandlers = Record<string, (body: unknown) => Promise<unknown> | unknown>;
 
 /** Serves control commands; `ping` and `stop` are built in (`stop` runs `onStop` and exits). */
 export async function serveControl(name: string, handlers: ControlHandlers, onStop: () => Promise<void>): Promise<void> {
-  const socketPath = join(runDir(), "daemons", `${name}.ctl`);
+  const socketPath = join(daemonsDir(), `${name}.ctl`);
   let stopping = false;
   const stop = async () => {
     if (stopping) return;

@@ -1,11 +1,12 @@
 // Long-lived helpers of short-lived plugin calls (NBD servers, copy and mirror workers): started detached
 // by one call, found again by later calls through a pid file and a control socket, stopped explicitly.
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { nodeBinary, runDir } from "../../config.ts";
+import { nodeBinary } from "../../config.ts";
 import { isPidRunning } from "../filesr/liveness.ts";
+import { daemonLog, daemonsDir, openDaemonLog } from "./daemon-log.ts";
 import { withLockFile } from "./lock-file.ts";
 
 export interface Daemon {
@@ -16,8 +17,8 @@ export interface Daemon {
 }
 
 function paths(name: string) {
-  const dir = join(runDir(), "daemons");
-  return { dir, pidFile: join(dir, `${name}.pid`), controlSocket: join(dir, `${name}.ctl`), log: join(dir, `${name}.log`), lock: join(dir, `${name}.lock`) };
+  const dir = daemonsDir();
+  return { dir, pidFile: join(dir, `${name}.pid`), controlSocket: join(dir, `${name}.ctl`), log: daemonLog(name), lock: join(dir, `${name}.lock`) };
 }
 
 
@@ -49,7 +50,7 @@ export async function ensureDaemon(name: string, script: string, args: string[],
   await withLockFile(p.lock, async () => {
     if ((await findDaemon(name)) !== undefined) return;
     rmSync(p.controlSocket, { force: true });
-    const log = openSync(p.log, "a");
+    const log = openDaemonLog(name);
     // Loaded on use: most plugin calls start no process, and node:child_process costs milliseconds to load.
     const child = process.getBuiltinModule("node:child_process").spawn(nodeBinary(), [script, ...args], {
       detached: true,

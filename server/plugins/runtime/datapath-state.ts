@@ -1,7 +1,6 @@
 // Host-local state of a datapath plugin for one volume URI: opened (and how), which domains attached it.
 // Activations are not here: they live on the SR (filesr activations) because they are exclusive across hosts.
 // Records are small JSON files replaced atomically; a per-URI lock serialises concurrent calls.
-import { createHash } from "node:crypto";
 import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync, fsyncSync } from "node:fs";
 import { join } from "node:path";
 import { dataDir } from "../../config.ts";
@@ -22,7 +21,9 @@ export function datapathDir(scheme: string): string {
 }
 
 export function recordId(uri: string): string {
-  return createHash("sha256").update(uri).digest("hex").slice(0, 24);
+  // node:crypto loaded on use: the volume plugin imports this (for the names of a volume's daemon logs), and
+  // loading it costs each of its calls milliseconds.
+  return process.getBuiltinModule("node:crypto").createHash("sha256").update(uri).digest("hex").slice(0, 24);
 }
 
 function recordFile(scheme: string, uri: string): string {

@@ -3,11 +3,13 @@
 // events for every change, keys a client gives checked against SR.ls, volumes changed behind the
 // toolstack's back, and ids that survive a restart.
 import assert from "node:assert/strict";
+import { readdirSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { openVolumeData } from "../../plugins/filesr/index.ts";
 import type { PluginClient } from "../../storage/client.ts";
 import { defaultPluginRoot, scanPluginRoot } from "../../storage/registry.ts";
-import { assertXenError, MiB, startTestToolstack, type TestToolstack, type XenApiClient } from "../storage-testing.ts";
+import { assertXenError, holdsFileOf, MiB, PiB, startTestToolstack, type TestToolstack, type XenApiClient } from "../storage-testing.ts";
 import { vdiRef, vdiUuid } from "../../xenapi/vdi-identity.ts";
 import { XEN_DATE } from "../../xenapi/values.ts";
 
@@ -112,6 +114,25 @@ describe("VDI", () => {
     await assertXenError(create({ SR: "OpaqueRef:nope" }), "HANDLE_INVALID", ["SR", "OpaqueRef:nope"]);
     await assertXenError(client.call("VDI.get_record", "OpaqueRef:nope"), "HANDLE_INVALID", ["VDI", "OpaqueRef:nope"]);
     await assertXenError(client.call("VDI.get_by_uuid", "nope"), "UUID_INVALID");
+  });
+
+  test("a size the SR's filesystem refuses: SR_BACKEND_FAILURE saying the size in words, and no volume, layer file or VDI left", async (t) => {
+    const path = srUri.slice("file://".length);
+    if (holdsFileOf(dirname(path), PiB)) return t.skip("this filesystem holds a file of 1 PiB: nothing to refuse");
+    const layers = () => readdirSync(join(path, "layers")).sort();
+    const volumeKeys = async () => (await file.call("SR.ls", { dbg, sr: srUri })).map((v) => v.key).sort();
+    const before = { layers: layers(), volumes: await volumeKeys(), vdis: await client.call<string[]>("VDI.get_all") };
+    const error = await assertXenError(create({ virtual_size: PiB }), "SR_BACKEND_FAILURE");
+    assert.match(error.params.join(" "), /1 PiB/);
+    assert.doesNotMatch(error.params[0]!, /^E[A-Z]+\b/, "words, not a bare errno");
+    assert.deepEqual(layers(), before.layers, "no layer file left");
+    assert.deepEqual(await volumeKeys(), before.volumes, "no volume left");
+    assert.deepEqual(await client.call("VDI.get_all"), before.vdis, "no VDI left");
+
+    const vdi = await create({ virtual_size: 4 * MiB });
+    const resized = await assertXenError(client.call("VDI.resize", vdi, PiB), "SR_BACKEND_FAILURE");
+    assert.match(resized.params.join(" "), /1 PiB/);
+    assert.equal(await client.call("VDI.get_virtual_size", vdi), 4 * MiB);
   });
 
   test("names and other_config go to the volume (Volume.set_name, Volume.set / unset), each change an event", async () => {

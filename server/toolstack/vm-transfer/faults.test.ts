@@ -10,7 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { after, before, describe, test } from "node:test";
 import { decompressing } from "../../xva/compression.ts";
 import { openXva } from "../../xva/reader.ts";
-import { startTestToolstack, type TestToolstack, XenApiClient } from "../storage-testing.ts";
+import { daemonPids, startTestToolstack, type TestToolstack, XenApiClient } from "../storage-testing.ts";
 import { startServeProcess, tempDataDir } from "../testing.ts";
 import { parseXmlRpcValue } from "../../xenapi/xml-rpc.ts";
 import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "./testing.ts";
@@ -56,6 +56,78 @@ describe("hangar serve killed mid-import", () => {
       await service.stop();
       await rm(dataDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("a volume's datapath killed mid-transfer", () => {
+  let host: TestToolstack;
+  before(async () => (host = await startTestToolstack()));
+  after(async () => host.stop());
+
+  const call = <T = unknown>(method: string, ...params: unknown[]) => host.client.call<T>(method, ...params);
+  /** The transfer state a task keeps (transfer-state.ts), once it has one. */
+  const transferState = async (task: string) => {
+    const state = (await call<Record<string, string>>("task.get_other_config", task))["hangar:vm-transfer"];
+    return state === undefined ? undefined : (JSON.parse(state) as { volumes: Array<{ key: string }>; attachments: unknown[] });
+  };
+  /** Kills the volume daemon (the NBD server) of the task's plugged volume once data flows through it. */
+  const killDatapath = async (task: string) => {
+    for (const deadline = Date.now() + 30_000; (await call<number>("task.get_progress", task)) === 0; await sleep(50)) {
+      assert.ok(Date.now() < deadline, "the transfer moves data");
+    }
+    const pids = daemonPids(host.dataDir);
+    assert.equal(pids.length, 1, "one volume daemon: the transfer's");
+    process.kill(pids[0]!, "SIGKILL");
+  };
+  /** The task failed with VDI_IO_ERROR, in words naming the datapath, the volume and its SR (the default one). */
+  const assertDatapathFailure = async (task: string, key: string) => {
+    const record = await host.client.waitTask(task);
+    assert.equal(record.status, "failure");
+    const [code, ...params] = record.error_info as string[];
+    const words = params.join(" ");
+    assert.equal(code, "VDI_IO_ERROR", words);
+    const [pool] = await call<string[]>("pool.get_all");
+    const sr = await call<string>("pool.get_default_SR", pool);
+    for (const part of ["datapath", `volume ${key}`, await call<string>("SR.get_name_label", sr), await call<string>("SR.get_uuid", sr)]) assert.ok(words.includes(part), `"${part}" in: ${words}`);
+  };
+  const diskOf = async (vm: string) => {
+    for (const vbd of await call<string[]>("VM.get_VBDs", vm)) if ((await call("VBD.get_type", vbd)) === "Disk") return call<string>("VBD.get_VDI", vbd);
+    throw new Error("no disk");
+  };
+  const manyBlocks = (count: number, seed: number): TestDisk => ({ size: count * MiB, blocks: new Map(Array.from({ length: count }, (_, i) => [i, patternBlock(seed + i)])) });
+
+  test("an import fails with VDI_IO_ERROR naming the datapath of the volume and its SR, and leaves nothing behind", async () => {
+    const count = async (cls: string) => (await call<string[]>(`${cls}.get_all`)).length;
+    const before = { VM: await count("VM"), VDI: await count("VDI") };
+    const archive = await collect(testXva({ name: "datapath killed", disks: [manyBlocks(32, 700)] }));
+    // Half the archive goes out, then the body stalls while the datapath is killed.
+    const body = new PassThrough();
+    const put = request(`${host.client.url}/import?session_id=${host.client.session}`, { method: "PUT", headers: { "content-length": String(archive.length) } });
+    put.on("error", () => undefined);
+    const taskId = new Promise<string>((resolve) => put.on("response", (response) => resolve(String(response.headers["task-id"]))));
+    body.pipe(put);
+    body.write(archive.subarray(0, archive.length / 2));
+    const task = await taskId;
+    await killDatapath(task);
+    const { key } = (await transferState(task))!.volumes[0]!;
+    body.end(archive.subarray(archive.length / 2));
+    await assertDatapathFailure(task, key);
+    assert.equal(await count("VM"), before.VM, "no VM left");
+    assert.equal(await count("VDI"), before.VDI, "no VDI left");
+  });
+
+  test("an export fails with VDI_IO_ERROR naming the datapath of the volume and its SR; the client's archive ends short", async () => {
+    const imported = await http(`${host.client.url}/import?session_id=${host.client.session}`, { method: "PUT", body: testXva({ disks: [manyBlocks(128, 800)] }) });
+    const vm = (parseXmlRpcValue(String((await host.client.waitTask(String(imported.headers["task-id"]))).result)) as string[])[0]!;
+    const task = await call<string>("task.create", "export of a killed datapath", "");
+    const response = await new Promise<IncomingMessage>((resolve) => request(`${host.client.url}/export?session_id=${host.client.session}&ref=${vm}&task_id=${task}`, resolve).end());
+    // A paused client holds the export back with the volume plugged, most of it unread.
+    response.pause();
+    await killDatapath(task);
+    const key = await call<string>("VDI.get_location", await diskOf(vm));
+    await assert.rejects(collect(response), "the archive is cut off, never ended as if whole");
+    await assertDatapathFailure(task, key);
+    assert.deepEqual(await call("VDI.get_current_operations", await diskOf(vm)), {}, "the disk is released");
   });
 });
 

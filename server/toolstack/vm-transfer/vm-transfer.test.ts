@@ -6,9 +6,10 @@ import { after, before, describe, test } from "node:test";
 import { execFile, execFileSync } from "node:child_process";
 import { promisify } from "node:util";
 import { get as httpGet } from "node:http";
+import { readdirSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { createGzip, createZstdCompress, gzipSync } from "node:zlib";
 import { pack as tarPack } from "tar-stream";
 import { packLegacyDirectory } from "../../xva/legacy.ts";
@@ -18,7 +19,7 @@ import { openXva } from "../../xva/reader.ts";
 import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { decompressing } from "../../xva/compression.ts";
 import { setTimeout as delay } from "node:timers/promises";
-import { startTestToolstack, type TestToolstack } from "../storage-testing.ts";
+import { holdsFileOf, PiB, startTestToolstack, type TestToolstack } from "../storage-testing.ts";
 import { locateVdi } from "../vdi-records.ts";
 import { openVolume } from "./volume-io.ts";
 import { ROOT_PASSWORD } from "../testing.ts";
@@ -40,6 +41,14 @@ const call = <T = unknown>(method: string, ...params: unknown[]) => host.client.
 async function inventory(): Promise<{ VM: number; VBD: number; VIF: number; VDI: number }> {
   const count = async (cls: string) => (await call<string[]>(`${cls}.get_all`)).length;
   return { VM: await count("VM"), VBD: await count("VBD"), VIF: await count("VIF"), VDI: await count("VDI") };
+}
+
+/** A tar of exactly these members, in this order. */
+function crafted(members: Array<[string, Buffer]>): Promise<Buffer> {
+  const pack = tarPack();
+  for (const [name, data] of members) pack.entry({ name, mode: 0o644, mtime: new Date(0) }, data);
+  pack.finalize();
+  return collect(pack as AsyncIterable<Uint8Array>);
 }
 
 const sparseDisk = (): TestDisk => ({ size: 64 * MiB, blocks: new Map([[0, patternBlock(1)], [5, patternBlock(2)], [63, patternBlock(3)]]) });
@@ -158,12 +167,6 @@ describe("PUT /import", () => {
     const { objects, version } = vmObjects({ disks: [disk] });
     const ova = formatOvaXml({ version, objects });
     const vdi = objects.find((o) => o.class === "VDI" && o.snapshot.name_label === "disk 0")!.id;
-    const crafted = (members: Array<[string, Buffer]>) => {
-      const pack = tarPack();
-      for (const [name, data] of members) pack.entry({ name, mode: 0o644, mtime: new Date(0) }, data);
-      pack.finalize();
-      return collect(pack as AsyncIterable<Uint8Array>);
-    };
     const block = (n: number) => patternBlock(70 + n);
     const cases: Array<[string, Buffer, RegExp]> = [
       ["a member named with ..", await crafted([["ova.xml", Buffer.from(ova)], [`../${vdi}/00000000`, block(0)]]), /\.\./],
@@ -186,6 +189,23 @@ describe("PUT /import", () => {
       assert.match((task!.error_info as string[]).join(" "), reason, name);
       assert.deepEqual(await inventory(), before, `${name}: nothing left behind`);
     }
+  });
+
+  test("a disk of 1 PiB the SR's filesystem refuses: SR_BACKEND_FAILURE saying the size in words, and nothing left behind", async (t) => {
+    const [pool] = await call<string[]>("pool.get_all");
+    const [pbd] = await call<string[]>("SR.get_PBDs", await call<string>("pool.get_default_SR", pool));
+    const srPath = (await call<Record<string, string>>("PBD.get_device_config", pbd)).path!;
+    if (holdsFileOf(dirname(srPath), PiB)) return t.skip("this filesystem holds a file of 1 PiB: nothing to refuse");
+    const { objects, version } = vmObjects({ disks: [{ size: PiB, blocks: new Map() }] });
+    const layers = () => readdirSync(join(srPath, "layers")).sort();
+    const before = { inventory: await inventory(), layers: layers() };
+    const { task } = await importArchive(await crafted([["ova.xml", Buffer.from(formatOvaXml({ version, objects }))]]));
+    assert.equal(task!.status, "failure");
+    const [code, ...params] = task!.error_info as string[];
+    assert.equal(code, "SR_BACKEND_FAILURE", params.join(" "));
+    assert.match(params.join(" "), /1 PiB/);
+    assert.deepEqual(await inventory(), before.inventory, "no VDI or VM left");
+    assert.deepEqual(layers(), before.layers, "no layer file left");
   });
 
   test("a legacy package (appliance 0.1, gzipped chunks) imports from a tar stream", async () => {
@@ -224,7 +244,7 @@ describe("PUT /import", () => {
     }
   });
 
-  test("an SR that fills up mid-import fails the task with the plugin's reason and leaves nothing behind", async (t) => {
+  test("an SR that fills up mid-import fails the task with SR_BACKEND_FAILURE saying so in words, and leaves nothing behind", async (t) => {
     // A file SR on a 24 MiB tmpfs: mounting needs root (npm test runs as root in CI).
     const dir = await mkdtemp(join(tmpdir(), "hangar-full-sr-"));
     try {
@@ -243,7 +263,9 @@ describe("PUT /import", () => {
       const { answer, task } = await importArchive(testXva({ disks: [{ size: 48 * MiB, blocks }] }), `&sr_id=${sr}`);
       assert.equal(answer.status, 200);
       assert.equal(task!.status, "failure");
-      assert.match((task!.error_info as string[]).join(" "), /space|ENOSPC|full/i);
+      const [code, ...params] = task!.error_info as string[];
+      assert.equal(code, "SR_BACKEND_FAILURE", params.join(" "));
+      assert.match(params.join(" "), /^SR "small" \(.+\) is full: no space left for the data of volume /, "the SR and its trouble in words");
       assert.deepEqual(await inventory(), before, "nothing left behind");
       assert.deepEqual(await call("SR.get_VDIs", sr), []);
       await call("SR.destroy", sr);

@@ -1,10 +1,12 @@
 // A volume's bytes as an export or import reads and writes them: the volume plugged into the toolstack through
 // its datapath plugin (datapath-session.ts) and reached over the NBD export the datapath offers. Reads skip
 // holes through NBD block status, never reading them; writes leave zero blocks out, so holes stay holes.
+// The export's failures are the datapath's (or the SR's) in XenAPI terms, naming the volume and its SR: a bare
+// ECONNRESET in an import's IMPORT_ERROR read as a bad archive.
 import { randomUUID } from "node:crypto";
 import type { BufferPool } from "../../buffer-pool.ts";
-import { NbdClient } from "../../nbd/client.ts";
-import { STATE_ZERO } from "../../nbd/backend.ts";
+import { NbdClient, NbdError } from "../../nbd/client.ts";
+import { type Extent, STATE_ZERO } from "../../nbd/backend.ts";
 import type { XvaBlock } from "../../xva/writer.ts";
 import { isZeroBlock, XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { type Attachment, plug, unplug } from "../datapath-session.ts";
@@ -18,9 +20,83 @@ const WINDOW = 16;
 const STATUS_SPAN = 256 * XVA_BLOCK_SIZE;
 
 export interface OpenVolume {
-  client: NbdClient;
+  client: DatapathClient;
   attachment: Attachment;
   close(): Promise<void>;
+}
+
+/** Whose NBD export it is, for the messages of its failures. */
+interface ExportOf {
+  key: string;
+  /** `SR "<name>" (<uuid>)` */
+  sr: string;
+}
+
+/**
+ * A failure of a volume's NBD export: no space (ENOSPC, which NBD servers also send for EFBIG and EDQUOT) as the
+ * SR's failure, anything else as the datapath's; `lost` says the connection ended under the request.
+ */
+function datapathFailure(error: unknown, of: ExportOf, lost: boolean): unknown {
+  if (!(error instanceof NbdError)) return error;
+  if (error.errno === "ENOSPC") return new XenApiError("SR_BACKEND_FAILURE", [`${of.sr} is full: no space left for the data of volume ${of.key} (${error.message})`]);
+  return new XenApiError("VDI_IO_ERROR", [`the datapath of volume ${of.key} on ${of.sr} ${lost ? "went away" : "failed"}: ${error.message}`]);
+}
+
+/** The NBD client of an open volume, whose requests fail as datapathFailure says. */
+export class DatapathClient {
+  readonly #nbd: NbdClient;
+  readonly #of: ExportOf;
+
+  private constructor(nbd: NbdClient, of: ExportOf) {
+    this.#nbd = nbd;
+    this.#of = of;
+  }
+
+  static async connect(uri: string, of: ExportOf): Promise<DatapathClient> {
+    try {
+      return new DatapathClient(await NbdClient.connect(uri), of);
+    } catch (error) {
+      throw datapathFailure(error, of, false);
+    }
+  }
+
+  get size(): number {
+    return this.#nbd.size;
+  }
+
+  get canFlush(): boolean {
+    return this.#nbd.canFlush;
+  }
+
+  read(offset: number, length: number): Promise<Buffer> {
+    return this.#named(this.#nbd.read(offset, length));
+  }
+
+  readInto(offset: number, target: Buffer): Promise<void> {
+    return this.#named(this.#nbd.readInto(offset, target));
+  }
+
+  write(offset: number, data: Buffer): Promise<void> {
+    return this.#named(this.#nbd.write(offset, data));
+  }
+
+  flush(): Promise<void> {
+    return this.#named(this.#nbd.flush());
+  }
+
+  blockStatus(offset: number, length: number): Promise<Extent[]> {
+    return this.#named(this.#nbd.blockStatus(offset, length));
+  }
+
+  close(): Promise<void> {
+    return this.#nbd.close();
+  }
+
+  #named<T>(request: Promise<T>): Promise<T> {
+    return request.catch((error: unknown) => {
+      throw datapathFailure(error, this.#of, this.#nbd.failure !== null);
+    });
+  }
 }
 
 /**
@@ -37,13 +113,14 @@ export async function openVolume(
   await requireLocal(ts, sr);
   const volume = await sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: sr.uri, key });
   const { uri } = await ts.storage.datapathFor(volume.uri);
+  const of: ExportOf = { key, sr: `SR "${String((await ts.objects.get("SR", sr.ref)).record.name_label)}" (${sr.uuid})` };
   const attachment: Attachment = { uri, domain: `hangar-${randomUUID()}`, mode };
   await onAttach(attachment);
   const implementations = await plug(ts, attachment);
   const nbd = implementations.find((implementation) => implementation[0] === "Nbd");
   try {
-    if (nbd === undefined || nbd[0] !== "Nbd") throw new XenApiError("VDI_IO_ERROR", [`the datapath of volume ${key} offers no NBD export`]);
-    const client = await NbdClient.connect(nbd[1].uri);
+    if (nbd === undefined || nbd[0] !== "Nbd") throw new XenApiError("VDI_IO_ERROR", [`the datapath of volume ${key} on ${of.sr} offers no NBD export`]);
+    const client = await DatapathClient.connect(nbd[1].uri, of);
     return {
       client,
       attachment,
@@ -59,7 +136,7 @@ export async function openVolume(
 }
 
 /** Which 1 MiB blocks of [from, to) hold data (not hole or zero), from block status. */
-async function dataBlocks(client: NbdClient, from: number, to: number, size: number): Promise<boolean[]> {
+async function dataBlocks(client: DatapathClient, from: number, to: number, size: number): Promise<boolean[]> {
   const present = new Array<boolean>(to - from).fill(false);
   const end = Math.min(to * XVA_BLOCK_SIZE, size);
   for (let offset = from * XVA_BLOCK_SIZE; offset < end; ) {
@@ -83,7 +160,7 @@ async function dataBlocks(client: NbdClient, from: number, to: number, size: num
  * Blocks that block status calls data but read as zeros are left out too. Reads run WINDOW ahead, into
  * buffers lent by `buffers` when given (the consumer releases each block's data there once sent).
  */
-export async function* readDiskBlocks(client: NbdClient, size: number, signal: AbortSignal, buffers?: BufferPool): AsyncGenerator<XvaBlock, void, undefined> {
+export async function* readDiskBlocks(client: DatapathClient, size: number, signal: AbortSignal, buffers?: BufferPool): AsyncGenerator<XvaBlock, void, undefined> {
   const count = Math.ceil(size / XVA_BLOCK_SIZE);
   const lastIndex = Math.max(0, count - 1);
   const queue: Array<{ index: number; data: Promise<Buffer> }> = [];
@@ -126,7 +203,7 @@ export async function* readDiskBlocks(client: NbdClient, size: number, signal: A
  * flushes. Each block's buffer goes to `done` once written (or skipped), for reuse.
  */
 export async function writeDiskBlocks(
-  client: NbdClient,
+  client: DatapathClient,
   blocks: AsyncIterable<{ offset: number; data: Buffer }>,
   onBlock: (end: number) => void,
   done: (data: Buffer) => void = () => {},

@@ -3,7 +3,10 @@
 // outlives Datapath.close.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
+import { appendFileSync, existsSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { NbdClient } from "../../../nbd/client.ts";
+import { daemonName } from "./paths.ts";
 import { dbg, MiB, pattern, TestHangar } from "./test-support.ts";
 
 describe("nbd datapath lifecycle", () => {
@@ -158,4 +161,19 @@ describe("nbd datapath lifecycle", () => {
     assertNothingLeft();
   });
 
+  test("a volume daemon's log: a new one once past 1 MiB when a daemon starts (the last kept as .1), both removed with the volume", async () => {
+    const volume = await hangar.createVolume(4 * MiB);
+    const log = join(hangar.host.HANGAR_RUN_DIR, "daemons", `${daemonName(volume.uri)}.log`);
+    await hangar.plug(volume.uri, "d1");
+    await hangar.unplug(volume.uri, "d1");
+    assert.match(readFileSync(log, "utf8"), /serving/);
+    // As if grown over many runs.
+    appendFileSync(log, "x".repeat(2 * MiB));
+    await hangar.plug(volume.uri, "d1");
+    await hangar.unplug(volume.uri, "d1");
+    assert.ok(statSync(log).size < 64 * 1024, `a fresh log (${statSync(log).size} bytes)`);
+    assert.ok(statSync(`${log}.1`).size > 2 * MiB, "the previous log kept once");
+    await hangar.volumes.call("Volume.destroy", { dbg, sr: hangar.sr, key: volume.key });
+    assert.deepEqual([existsSync(log), existsSync(`${log}.1`)], [false, false], "the logs go with the volume");
+  });
 });

@@ -6,6 +6,8 @@ import { storageErrors } from "../../../storage/errors.ts";
 import type { ProbeResult, SrStat, Volume } from "../../../storage/types.ts";
 import * as filesr from "../../filesr/index.ts";
 import { mapErrors } from "../../filesr-errors.ts";
+import { daemonName } from "../../datapath/nbd/paths.ts";
+import { removeDaemonLogs } from "../../runtime/daemon-log.ts";
 import { DATAPATH_SCHEMES, srPathOf, srUri, volumeUri } from "../../uris.ts";
 import { forgetAttached, listAttached, rememberAttached } from "./attached-srs.ts";
 import { VERSION } from "./query.ts";
@@ -152,7 +154,12 @@ export const methods: PluginImplementation = mapErrors<PluginImplementation>({
     const dest = srPathOf(dest_sr);
     return toWireVolume(dest, await filesr.copyVolume(srPathOf(sr), key, dest));
   },
-  "Volume.destroy": async ({ sr, key }) => collectingGarbage(sr, (path) => filesr.destroyVolume(path, key)),
+  "Volume.destroy": async ({ sr, key }) =>
+    collectingGarbage(sr, async (path) => {
+      await filesr.destroyVolume(path, key);
+      // Nothing else hears of the volume going: its nbd datapath daemon's logs go now.
+      removeDaemonLogs(daemonName(volumeUri("nbd", path, key)));
+    }),
   "Volume.revert": async ({ sr, snapshot, key }) => collectingGarbage(sr, (path) => filesr.revertVolume(path, snapshot, key)),
   "Volume.set_name": async ({ sr, key, new_name }) => (await filesr.setVolumeName(srPathOf(sr), key, new_name), null),
   "Volume.set_description": async ({ sr, key, new_description }) =>
