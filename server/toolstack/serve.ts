@@ -8,7 +8,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { generate } from "selfsigned";
 import { createHandler, type HttpOptions } from "./http.ts";
-import { type Feature, openToolstack, type Toolstack, type ToolstackOptions } from "./toolstack.ts";
+import { type Feature, openToolstack, TASK_STOP_MS, type Toolstack, type ToolstackOptions } from "./toolstack.ts";
 
 export interface ServeOptions extends ToolstackOptions, HttpOptions {
   /** 0 picks a free port. */
@@ -106,6 +106,8 @@ export async function serveToolstack(options: ServeOptions): Promise<RunningTool
             server.close(() => resolve());
             server.closeAllConnections();
           });
+        // Transfers first: their tasks then fail as interrupted, not as archives cut short by a closed connection.
+        await ts.tasks.stop(TASK_STOP_MS);
         await Promise.all([stop(http), stop(https)]);
         await ts.close();
       },

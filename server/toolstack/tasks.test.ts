@@ -34,6 +34,34 @@ async function finished(ts: Toolstack, ref: string): Promise<XenRecord> {
 }
 
 describe("tasks", () => {
+  test("stop(): work bound to the process is stopped, undoes itself and fails interrupted; other work is left to run", async (t) => {
+    const ts = await openTestToolstack(t);
+    let undone = false;
+    const bound = await ts.tasks.create({ name_label: "upload" });
+    void ts.tasks.run(
+      bound,
+      async (control) => {
+        await new Promise((resolve) => control.signal.addEventListener("abort", resolve));
+        undone = true;
+        throw control.signal.reason;
+      },
+      { boundToProcess: true },
+    );
+    let release = () => {};
+    const other = await ts.tasks.start("copy", (control) => new Promise((resolve, reject) => {
+      release = () => resolve(undefined);
+      control.signal.addEventListener("abort", () => reject(new Error("stopped")));
+    }));
+    await ts.tasks.stop(5000);
+    assert.ok(undone);
+    const record = await taskRecord(ts, bound);
+    assert.equal(record.status, "failure");
+    assert.deepEqual(record.error_info, ["TASK_INTERRUPTED", bound, "the toolstack stopped while the task ran; what it had made was removed"]);
+    assert.equal((await taskRecord(ts, other)).status, "pending");
+    release();
+    assert.equal((await finished(ts, other)).status, "success");
+  });
+
   test("success: status, progress 1, finished time, the result XML-RPC encoded, no operations left", async (t) => {
     const ts = await openTestToolstack(t);
     const ref = await ts.tasks.start("copy", async () => ({ vdi: "OpaqueRef:new", size: 10737418240 }));

@@ -2,8 +2,10 @@
 // XML-RPC encoded; error_info = [code, params...]. Work runs in this process with an AbortSignal that
 // task.cancel fires. Finished tasks are kept FINISHED_TASK_TTL, then collected. Pending tasks that a previous
 // run of the service left behind are handed to the recovery hook of their kind, or failed with a reason.
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Queryable } from "./db/database.ts";
 import { hostErrors } from "./hosts.ts";
+import { objectErrors } from "./object-errors.ts";
 import type { ObjectStore, StoredObject } from "./objects.ts";
 import { XenApiError, xenErrors } from "../xenapi/errors.ts";
 import { toXenApiError } from "./xenapi-errors.ts";
@@ -31,6 +33,9 @@ function cleanedUp(record: XenRecord): Record<string, string> {
 /** Why work running here stops when the pool took this host for dead (a stall) and failed its task. */
 class FailedByPool extends Error {}
 
+/** Why work bound to this process (an HTTP transfer, whose connection ends with it) stops when the service does. */
+class ServiceStopping extends Error {}
+
 /** How often work running here looks for a cancel asked on another host of the pool. */
 const REMOTE_CANCEL_POLL_MS = 500;
 
@@ -53,6 +58,8 @@ export class Tasks {
   readonly #objects: ObjectStore;
   readonly #hostRef: string;
   readonly #running = new Map<string, AbortController>();
+  /** Running work that cannot outlive the process, with its settled outcome. */
+  readonly #boundToProcess = new Map<string, Promise<void>>();
   readonly #recoveries = new Map<string, TaskRecovery>();
   readonly #lastProgress = new Map<string, number>();
   readonly #hostIsLive: (hostRef: string) => Promise<boolean>;
@@ -88,8 +95,12 @@ export class Tasks {
     return (await this.#objects.create("task", record)).ref;
   }
 
-  /** Runs `work` for a pending task in the background; its outcome becomes the task's (settled: once recorded). */
-  run(ref: string, work: TaskWork): Promise<void> {
+  /**
+   * Runs `work` for a pending task in the background; its outcome becomes the task's (settled: once recorded).
+   * Work `boundToProcess` (its bytes come through a connection of this process) is stopped by stop(); other
+   * work is left for the next start to take over.
+   */
+  run(ref: string, work: TaskWork, options: { boundToProcess?: boolean } = {}): Promise<void> {
     const controller = new AbortController();
     this.#running.set(ref, controller);
     this.#cancelPoll ??= setInterval(() => void this.#pollCancels(), REMOTE_CANCEL_POLL_MS).unref();
@@ -101,16 +112,19 @@ export class Tasks {
         await this.#objects.update("task", ref, (r) => ({ ...r, other_config: { ...(r.other_config as Record<string, string>), [key]: value } }));
       },
     };
-    return (async () => {
+    const settled = (async () => {
       try {
         const result = await work(control);
         if (controller.signal.aborted) throw xenErrors.taskCancelled(ref);
         await this.succeed(ref, result);
       } catch (error) {
-        if (controller.signal.reason instanceof FailedByPool) await this.#keepPoolFailure(ref);
+        const reason: unknown = controller.signal.reason;
+        if (reason instanceof FailedByPool) await this.#keepPoolFailure(ref);
+        else if (reason instanceof ServiceStopping) await this.fail(ref, objectErrors.taskInterrupted(ref, "the toolstack stopped while the task ran; what it had made was removed"));
         else await (controller.signal.aborted ? this.#finish(ref, "cancelled", "", xenErrors.taskCancelled(ref).description) : this.fail(ref, error));
       } finally {
         this.#running.delete(ref);
+        this.#boundToProcess.delete(ref);
         this.#lastProgress.delete(ref);
         if (this.#running.size === 0) {
           clearInterval(this.#cancelPoll);
@@ -121,6 +135,17 @@ export class Tasks {
       // The outcome could not be recorded (the service is closing): the next start recovers the task.
       console.error(`task ${ref}: outcome not recorded:`, error instanceof Error ? error.message : error);
     });
+    if (options.boundToProcess === true) this.#boundToProcess.set(ref, settled);
+    return settled;
+  }
+
+  /**
+   * The service stops: work bound to this process is stopped and undoes what it made (its task fails with
+   * TASK_INTERRUPTED), waited for up to `limitMs`; what is still running then is left to the next start.
+   */
+  async stop(limitMs: number): Promise<void> {
+    for (const ref of this.#boundToProcess.keys()) this.#running.get(ref)?.abort(new ServiceStopping());
+    await Promise.race([Promise.all(this.#boundToProcess.values()), sleep(limitMs, undefined, { ref: false })]);
   }
 
   /** Creates a task and runs `work` in it; answers the task's ref at once. */

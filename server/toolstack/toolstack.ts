@@ -67,6 +67,9 @@ export interface Feature {
   start?: StartupStep;
 }
 
+/** How long closing waits for the transfers it stops to undo what they made (within `hangar serve`'s 15 s). */
+export const TASK_STOP_MS = 10_000;
+
 const CORE: Feature[] = [{ calls: [...sessionCalls, ...taskCalls, ...eventCalls, ...systemCalls] }];
 
 /** HANGAR_DATABASE_URL's PostgreSQL (a pool's shared database) when set, else SQLite in the data dir. */
@@ -115,6 +118,7 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
     poolRef,
     pool,
     close: async () => {
+      await ts.tasks.stop(TASK_STOP_MS);
       for (const timer of timers) clearInterval(timer);
       await pool.leave().catch((error: unknown) => console.error("leaving the pool:", error instanceof Error ? error.message : error));
       await db.close();

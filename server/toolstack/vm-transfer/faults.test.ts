@@ -132,7 +132,7 @@ describe("a volume's datapath killed mid-transfer", () => {
 });
 
 describe("hangar serve stopped with SIGTERM mid-import", () => {
-  test("it exits within 15 s while an upload stalls and an event.from waits; the next start undoes the import", async () => {
+  test("it exits within 15 s while an upload stalls and an event.from waits, the import undone and its task failed", async () => {
     const dataDir = await tempDataDir();
     let service = await startServeProcess(dataDir);
     try {
@@ -157,7 +157,9 @@ describe("hangar serve stopped with SIGTERM mid-import", () => {
       service = await startServeProcess(dataDir);
       client = await XenApiClient.login(service.url.replace(/\/$/, ""));
       const record = await client.call<Record<string, unknown>>("task.get_record", task);
+      // Stopped, the import undid itself (before, the next start's recovery did).
       assert.equal(record.status, "failure");
+      assert.deepEqual(record.error_info, ["TASK_INTERRUPTED", task, "the toolstack stopped while the task ran; what it had made was removed"]);
       assert.equal((await client.call<string[]>("VM.get_all")).length, vmsBefore);
     } finally {
       await service.stop();

@@ -117,13 +117,18 @@ export async function answerRefusal(ts: Toolstack, response: ServerResponse, ref
 /** Runs `work` as the task `ref` (already made); answers whether it succeeded, once the task's outcome is recorded. */
 export async function runInTask(ts: Toolstack, ref: string, work: (control: TaskControl) => Promise<XenValue | undefined>): Promise<boolean> {
   let succeeded = true;
-  await ts.tasks.run(ref, async (control) => {
-    try {
-      return await work(control);
-    } catch (error) {
-      succeeded = false;
-      throw error;
-    }
-  });
+  // The transfer's bytes come through this process's connection: stopping the service stops it.
+  await ts.tasks.run(
+    ref,
+    async (control) => {
+      try {
+        return await work(control);
+      } catch (error) {
+        succeeded = false;
+        throw error;
+      }
+    },
+    { boundToProcess: true },
+  );
   return succeeded;
 }
