@@ -274,6 +274,24 @@ describe("a stalled upload", () => {
     }
   });
 
+  test("a download whose client takes no byte for HANGAR_BODY_IDLE_TIMEOUT ends, and releases the VM's datapath", async () => {
+    const blocks = new Map<number, Buffer>();
+    for (let i = 0; i < 64; i++) blocks.set(i, patternBlock(800 + i));
+    const imported = await http(`${host.client.url}/import?session_id=${host.client.session}`, { method: "PUT", body: testXva({ disks: [{ size: 64 * MiB, blocks }] }) });
+    const vm = (parseXmlRpcValue(String((await host.client.waitTask(String(imported.headers["task-id"]))).result)) as string[])[0]!;
+    const daemons = daemonPids(host.dataDir).length;
+    const task = await host.client.call<string>("task.create", "held export", "");
+    const response = await new Promise<IncomingMessage>((resolve) => request(`${host.client.url}/export?session_id=${host.client.session}&ref=${vm}&task_id=${task}`, resolve).end());
+    response.on("error", () => undefined);
+    response.pause();
+    // Before: the export waited for the client for ever, its datapath plugged.
+    const record = await host.client.waitTask(task, 20_000);
+    assert.equal(record.status, "cancelled");
+    for (const deadline = Date.now() + 10_000; daemonPids(host.dataDir).length > daemons; await sleep(100)) assert.ok(Date.now() < deadline, "the export's datapath is released");
+    response.destroy();
+    await host.client.call("VM.destroy", vm);
+  });
+
   test("a body that stops arriving fails the import after HANGAR_BODY_IDLE_TIMEOUT, in words, and undoes it", async () => {
     const [vms, vdis] = [await count("VM"), await count("VDI")];
     const { task, put } = await stalledImport(3 * MiB);

@@ -198,6 +198,9 @@ function serveExport(metadataOnly: boolean) {
       if (!response.writableFinished) void ts.tasks.cancel(task).catch(() => undefined);
     };
     response.once("close", gone);
+    // So has one that takes no byte for HANGAR_BODY_IDLE_TIMEOUT: a host that died sends no reset, and its
+    // export would hold the VM's datapaths for ever.
+    response.setTimeout(bodyIdleTimeoutMs(), () => response.destroy());
     const succeeded = await runInTask(ts, task, async (control) => {
       await exportVm(ts, control, prepared, response, query.offset ?? 0);
       return undefined;
