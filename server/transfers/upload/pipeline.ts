@@ -17,6 +17,13 @@ import { isEnded, readState, spoolFile, type UploadState, writeState } from "./s
 /** Waits between fresh imports after a broken stream; the last repeats until MAX_BROKEN_MS has passed. */
 const RETRY_DELAYS_MS = [500, 1000, 2000, 5000, 10_000];
 const MAX_BROKEN_MS = 10 * 60_000;
+/**
+ * An import that ends, whatever its error, after the browser had sent nothing for this long ended for the
+ * pause (the toolstack times out a body that stops arriving: HANGAR_BODY_IDLE_TIMEOUT), not for the archive:
+ * a browser that uploads sends its next PATCH at once. A refusal that did come during a pause comes again,
+ * while bytes flow, on the attempt after it.
+ */
+const PAUSED_MS = 1000;
 
 /** Process-wide, and kept across hot reloads in development (one pipeline per upload, whatever reloads). */
 const registry = ((globalThis as { __hangarUploadPipelines?: Map<string, ImportPipeline> }).__hangarUploadPipelines ??= new Map());
@@ -164,6 +171,14 @@ export class ImportPipeline {
         // The last PATCH may still be answering: remove the spool a little later.
         setTimeout(() => void this.hooks.removeSpool(this.state.id).catch(() => undefined), 30_000).unref();
         return;
+      }
+      if (this.follower.waitingMs >= PAUSED_MS) {
+        // Paused (the user, a laptop asleep): the import starts again from the spool once bytes come again.
+        console.warn(`upload ${this.state.id}: the import ended while the upload was paused (${outcome.kind === "refused" ? outcome.error : outcome.reason}); importing again when it resumes`);
+        await this.follower.arrival(this.abort.signal);
+        brokenSince = undefined;
+        retry = 0;
+        continue;
       }
       if (outcome.kind === "refused") {
         await this.save({ status: "failed", error: outcome.error });

@@ -14,6 +14,9 @@ export class SpoolFollower {
   readonly #file: string;
   readonly #length: number;
   #wake: (() => void) | undefined;
+  /** Since when the follower has had nothing to send (the browser sent nothing more); undefined while bytes flow. */
+  #waitingSince: number | undefined;
+  readonly #arrivals = new Set<() => void>();
 
   constructor(file: string, length: number) {
     this.#file = file;
@@ -23,6 +26,26 @@ export class SpoolFollower {
   /** Bytes arrived: look at the spool now. */
   notify(): void {
     this.#wake?.();
+    for (const arrived of this.#arrivals) arrived();
+    this.#arrivals.clear();
+  }
+
+  /** How long the follower has been waiting for the upload's next bytes (0 while they flow). */
+  get waitingMs(): number {
+    return this.#waitingSince === undefined ? 0 : Date.now() - this.#waitingSince;
+  }
+
+  /** Settles when the upload's next bytes arrive (or `signal` aborts). */
+  arrival(signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const arrived = () => {
+        signal.removeEventListener("abort", arrived);
+        this.#arrivals.delete(arrived);
+        resolve();
+      };
+      this.#arrivals.add(arrived);
+      signal.addEventListener("abort", arrived, { once: true });
+    });
   }
 
   /**
@@ -64,14 +87,17 @@ export class SpoolFollower {
         }
         if (handle !== undefined && size <= position) size = await handle.size();
         if (handle !== undefined && size > position) {
+          this.#waitingSince = undefined;
           const bytes = await handle.read(await take(), position, Math.min(READ_CHUNK, size - position, this.#length - position));
           position += bytes.length;
           yield bytes;
           continue;
         }
+        this.#waitingSince ??= Date.now();
         await this.#nextChange(signal);
       }
     } finally {
+      // #waitingSince stays: how long the upload had been paused when an attempt ended is what the pipeline asks.
       await handle?.close();
     }
   }

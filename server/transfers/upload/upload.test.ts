@@ -199,6 +199,24 @@ test("a broken import stream is restarted from the spool without the browser", a
   assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", first.task), "pending");
 });
 
+test("an upload paused for longer than the toolstack's body idle timeout goes on when resumed, imported once", async (t) => {
+  process.env.HANGAR_BODY_IDLE_TIMEOUT = "1";
+  t.after(() => delete process.env.HANGAR_BODY_IDLE_TIMEOUT);
+  const cu = await startConsoleUnderTest(t);
+  const { disk, xva, id, half } = await halfUploaded(cu, "paused a while", "paused.xva");
+  const first = await until("the first import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
+  // The toolstack gives up on the stalled body after 1 s; the console must not take that for the archive's fault.
+  await until("the first import to end", async () => ((await cu.xapi.call(z.string(), "task.get_status", first.task)) === "pending" ? undefined : true));
+  await new Promise((r) => setTimeout(r, 6000));
+  assert.equal((await readState(id))?.status, "importing", "still importing, not failed");
+  assert.equal((await patch(cu, id, half, xva.subarray(half))).status, 204);
+  const done = await importEnded(id);
+  assert.equal(done.status, "done", done.error ?? "");
+  assert.equal((await vmNamed(cu, "paused a while")).length, 1);
+  const [vdi] = await disksOf(cu, done.vms[0]!);
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+});
+
 test("a file that is no VM archive fails with a message and leaves nothing behind", async (t) => {
   const cu = await startConsoleUnderTest(t);
   const vdisBefore = (await cu.xapi.call(z.array(z.string()), "VDI.get_all")).length;
