@@ -28,8 +28,10 @@ Options:
 
 Environment: HANGAR_TLS_CERT / HANGAR_TLS_KEY (PEM files; default: a self-signed certificate made once),
 HANGAR_ROOT_PASSWORD, HANGAR_SESSION_TIMEOUT (idle seconds, default 86400), HANGAR_API_MAX_BODY (bytes of one
-API request, default 16 MiB), HANGAR_PLUGIN_ROOT, HANGAR_DATA_DIR, HANGAR_HEARTBEAT_MS (a pool host's heartbeat,
-default 2000; five missed ones and it is taken for dead).
+API call naming a live session, default 2 MiB; any other call, a login among them, gets 64 KiB),
+HANGAR_BODY_IDLE_TIMEOUT (seconds an upload's body or a download's client may stall, default 60),
+HANGAR_PLUGIN_ROOT, HANGAR_DATA_DIR, HANGAR_HEARTBEAT_MS (a pool host's heartbeat, default 2000; five missed ones
+and it is taken for dead).
 `;
 
 /** A positive whole number from the environment (seconds, bytes), or the default. */

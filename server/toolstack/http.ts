@@ -1,20 +1,29 @@
 // The toolstack's HTTP(S) front: XenAPI over JSON-RPC (POST /jsonrpc) and XML-RPC (POST / and /xmlrpc),
-// with a cap on body size; other paths (the /import and /export family) are added as routes.
+// with limits on a call's body (body-limits.ts) that are small until the call names a live session; other
+// paths (the /import and /export family) are added as routes.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Toolstack } from "./toolstack.ts";
 import { toXenApiError } from "./xenapi-errors.ts";
+import { BEFORE_SESSION, type BodyLimits, type ShapeLimits, withSession } from "../xenapi/body-limits.ts";
+import { parseJsonRpcBody, parseXmlRpcBody } from "../xenapi/call-parser.ts";
+import { XenApiError } from "../xenapi/errors.ts";
 import {
   formatJsonRpcError,
   formatJsonRpcRequestError,
   formatJsonRpcResult,
+  jsonOverLimits,
   JsonRpcRequestError,
-  parseJsonRpcCall,
+  peekJsonRpcCall,
 } from "../xenapi/json-rpc.ts";
 import { invokeSafely } from "./methods.ts";
-import { formatXmlRpcFailure, formatXmlRpcSuccess, parseXmlRpcCall, XmlRpcParseError } from "../xenapi/xml-rpc.ts";
+import { formatXmlRpcFailure, formatXmlRpcSuccess, peekXmlRpcCall, XmlRpcParseError, xmlOverLimits } from "../xenapi/xml-rpc.ts";
 
-/** Largest API request body accepted (HANGAR_API_MAX_BODY bytes); uploads go to /import, not here. */
-export const DEFAULT_MAX_API_BODY = 16 * 1024 * 1024;
+/**
+ * Largest API request body accepted from a call naming a live session (HANGAR_API_MAX_BODY bytes); uploads go
+ * to /import, not here. xapi takes 300 KiB (http_limit_max_rpc_size); a call that stores a record of many MiB
+ * holds the event loop while it is written (~20 ms a MiB), so the default stays near xapi's.
+ */
+export const DEFAULT_MAX_API_BODY = 2 * 1024 * 1024;
 
 export type Route = (ts: Toolstack, request: IncomingMessage, response: ServerResponse, url: URL) => Promise<void>;
 
@@ -26,28 +35,91 @@ export interface HttpOptions {
 
 class BodyTooLarge extends Error {}
 
-async function readBody(request: IncomingMessage, limit: number): Promise<string> {
+/** How a body may outgrow its first limit: up to `limit` bytes when `allows` (asked once, with the bytes so far) says so. */
+interface Extension {
+  limit: number;
+  allows(prefix: Buffer): Promise<boolean>;
+  /** The 413's words when it does not. */
+  refusal: string;
+}
+
+/** A request's body as it arrived, chunk by chunk (each with a memory of its own: the HTTP parser copies them). */
+async function readBody(request: IncomingMessage, limit: number, extension?: Extension): Promise<Buffer[]> {
   const declared = Number(request.headers["content-length"] ?? 0);
-  if (declared > limit) throw new BodyTooLarge();
+  const most = extension?.limit ?? limit;
+  if (declared > most) throw new BodyTooLarge(`request body larger than ${most} bytes`);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of request) {
     size += (chunk as Buffer).length;
-    if (size > limit) throw new BodyTooLarge();
     chunks.push(chunk as Buffer);
+    if (size > limit && extension !== undefined) {
+      if (!(await extension.allows(Buffer.concat(chunks)))) throw new BodyTooLarge(extension.refusal);
+      limit = extension.limit;
+      extension = undefined;
+    }
+    if (size > limit) throw new BodyTooLarge(`request body larger than ${limit} bytes`);
   }
-  return Buffer.concat(chunks).toString("utf8");
+  return chunks;
+}
+
+/** What `read` answers, or undefined once a 413 has answered a body over its limit. */
+async function or413<T>(response: ServerResponse, read: Promise<T>): Promise<T | undefined> {
+  try {
+    return await read;
+  } catch (error) {
+    if (!(error instanceof BodyTooLarge)) throw error;
+    send(response, 413, "text/plain", `${error.message}\n`);
+    return undefined;
+  }
 }
 
 /** The body, or undefined once a 413 has answered a body over the limit. */
 export async function readBodyOr413(request: IncomingMessage, response: ServerResponse, limit: number): Promise<string | undefined> {
+  const chunks = await or413(response, readBody(request, limit));
+  return chunks === undefined ? undefined : Buffer.concat(chunks).toString("utf8");
+}
+
+/** What the call limits need of a wire form: its structure check, and its method and first parameter from the first bytes. */
+interface WireForm {
+  overLimits(text: string, limits: ShapeLimits): string | undefined;
+  peek(prefix: string): { method: string; first: string } | undefined;
+}
+
+const JSON_RPC: WireForm = { overLimits: jsonOverLimits, peek: peekJsonRpcCall };
+const XML_RPC: WireForm = { overLimits: xmlOverLimits, peek: peekXmlRpcCall };
+
+/** Whether a call takes a session and names a live one first: only such a call may send a large body. */
+async function namesLiveSession(ts: Toolstack, call: { method: string; first: string } | undefined): Promise<boolean> {
+  if (call === undefined) return false;
+  const name = call.method.startsWith("Async.") ? call.method.slice("Async.".length) : call.method;
+  if (ts.methods.get(name)?.session !== true) return false;
   try {
-    return await readBody(request, limit);
+    await ts.sessions.check(call.first);
+    return true;
   } catch (error) {
-    if (!(error instanceof BodyTooLarge)) throw error;
-    send(response, 413, "text/plain", `request body larger than ${limit} bytes\n`);
-    return undefined;
+    if (error instanceof XenApiError && error.code === "SESSION_INVALID") return false;
+    throw error;
   }
+}
+
+/**
+ * A call's body and the limits it is parsed with: those before a session, unless it outgrows them and names a
+ * live session (peeked from its first bytes; the call's own session check still comes after parsing). A body
+ * too large is answered 413 and undefined.
+ */
+async function readCallBody(ts: Toolstack, request: IncomingMessage, response: ServerResponse, wire: WireForm, maxBody: number): Promise<{ chunks: Buffer[]; limits: BodyLimits } | undefined> {
+  const small = { ...BEFORE_SESSION, maxBytes: Math.min(BEFORE_SESSION.maxBytes, maxBody) };
+  let live: Promise<boolean> | undefined;
+  const allows = (bytes: Buffer) => (live ??= namesLiveSession(ts, wire.peek(bytes.toString("utf8"))));
+  const extension = maxBody > small.maxBytes ? { limit: maxBody, allows, refusal: `request body larger than ${small.maxBytes} bytes ${small.scope}` } : undefined;
+  const chunks = await or413(response, readBody(request, small.maxBytes, extension));
+  if (chunks === undefined) return undefined;
+  // Past the small size the session was checked already (and found live).
+  if (live !== undefined) return { chunks, limits: withSession(maxBody) };
+  const body = Buffer.concat(chunks);
+  const fitsSmall = wire.overLimits(body.toString("utf8"), small) === undefined;
+  return { chunks, limits: fitsSmall || !(await allows(body)) ? small : withSession(maxBody) };
 }
 
 export function send(response: ServerResponse, status: number, contentType: string, body: string): void {
@@ -105,11 +177,11 @@ async function serveJsonRpc(ts: Toolstack, request: IncomingMessage, response: S
     send(response, 415, "text/plain", "JSON-RPC needs content-type application/json\n");
     return;
   }
-  const text = await readBodyOr413(request, response, limit);
-  if (text === undefined) return;
+  const read = await readCallBody(ts, request, response, JSON_RPC, limit);
+  if (read === undefined) return;
   let call;
   try {
-    call = parseJsonRpcCall(text);
+    call = await parseJsonRpcBody(read.chunks, read.limits);
   } catch (error) {
     if (error instanceof JsonRpcRequestError) return send(response, 200, "application/json", formatJsonRpcRequestError(error));
     throw error;
@@ -119,11 +191,11 @@ async function serveJsonRpc(ts: Toolstack, request: IncomingMessage, response: S
 }
 
 async function serveXmlRpc(ts: Toolstack, request: IncomingMessage, response: ServerResponse, limit: number): Promise<void> {
-  const text = await readBodyOr413(request, response, limit);
-  if (text === undefined) return;
+  const read = await readCallBody(ts, request, response, XML_RPC, limit);
+  if (read === undefined) return;
   let call;
   try {
-    call = parseXmlRpcCall(text);
+    call = await parseXmlRpcBody(read.chunks, read.limits);
   } catch (error) {
     if (error instanceof XmlRpcParseError) return send(response, 200, "text/xml", formatXmlRpcFailure(["XMLRPC_UNMARSHAL_FAILURE", error.message]));
     throw error;

@@ -2,6 +2,7 @@
 // SDKs 1.0; a XenAPI error travels as {code, message: <error code>, data: [params]}.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { BEFORE_SESSION } from "./body-limits.ts";
 import { XenApiError } from "./errors.ts";
 import {
   formatJsonRpcError,
@@ -9,8 +10,10 @@ import {
   formatJsonRpcResult,
   JSON_RPC_INVALID_REQUEST,
   JSON_RPC_PARSE_ERROR,
+  jsonOverLimits,
   JsonRpcRequestError,
   parseJsonRpcCall,
+  peekJsonRpcCall,
 } from "./json-rpc.ts";
 import { XenDouble } from "./values.ts";
 
@@ -52,6 +55,68 @@ describe("JSON-RPC requests", () => {
     refused('{"jsonrpc":"2.0","method":"","id":3}', JSON_RPC_INVALID_REQUEST, 3);
     refused('{"jsonrpc":"2.0","method":42,"id":3}', JSON_RPC_INVALID_REQUEST, 3);
     refused('{"jsonrpc":"2.0","method":"m","params":{"session":"x"},"id":"q"}', JSON_RPC_INVALID_REQUEST, "q");
+  });
+});
+
+describe("JSON-RPC request limits", () => {
+  const limits = (maxValues: number, maxDepth = 64) => ({ maxValues, maxDepth });
+
+  test("values are counted as JSON.parse builds them: keys aside, whatever strings hold", () => {
+    // The object, "m", the array, 1, "a", true, null, the inner object, "[{:\"" and -2.5e3: 10 values.
+    const body = '{"method":"m","params":[1, "a",true,null,{"k[{:\\"":"[{:\\"" , "n": -2.5e3}]}';
+    assert.equal(jsonOverLimits(body, limits(10)), undefined);
+    assert.equal(jsonOverLimits(body, limits(9)), "more than 9 values");
+    assert.deepEqual(parseJsonRpcCall(body, limits(10)).params[4], { 'k[{:"': '[{:"', n: -2500 });
+  });
+
+  test("depth counts arrays and objects, the request itself included", () => {
+    const body = '{"method":"m","params":[[{"a":[]}]]}';
+    assert.equal(jsonOverLimits(body, limits(100, 5)), undefined);
+    assert.equal(jsonOverLimits(body, limits(100, 4)), "nesting deeper than 4 arrays and objects");
+  });
+
+  test("limits are checked before parsing: a text over them is refused as such (-32600), in words, even when not JSON", () => {
+    const refused = (body: string, words: string) =>
+      assert.throws(() => parseJsonRpcCall(body, limits(1000, 64)), (error) => error instanceof JsonRpcRequestError && error.rpcCode === JSON_RPC_INVALID_REQUEST && error.message === words);
+    refused(`{"method":"m","params":${"[".repeat(100_000)}`, "nesting deeper than 64 arrays and objects");
+    refused(`[${"[],".repeat(5000)}`, "more than 1000 values");
+    // Colons after the values cannot take them back: only a string right before a colon is a key.
+    refused(`[${"1,".repeat(1001)}${":".repeat(5000)}`, "more than 1000 values");
+    assert.throws(() => parseJsonRpcCall(`{"method":"m","params":[1,2]`, limits(1000)), (error) => error instanceof JsonRpcRequestError && error.rpcCode === JSON_RPC_PARSE_ERROR);
+  });
+
+  test("before a session the refusal says so", () => {
+    assert.equal(
+      jsonOverLimits(`[${"1,".repeat(1000)}1]`, BEFORE_SESSION),
+      "more than 1000 values without a live session as the first parameter (login and system.* calls get no more)",
+    );
+  });
+});
+
+describe("JSON-RPC peek", () => {
+  test("the method and the first parameter, from the first bytes of a request as clients order it", () => {
+    const wanted = { method: "VM.set_other_config", first: "OpaqueRef:s" };
+    // xen-api (json-rpc-protocol's format.request), cut short as a peek sees it
+    assert.deepEqual(peekJsonRpcCall('{"id":0,"jsonrpc":"2.0","method":"VM.set_other_config","params":["OpaqueRef:s","OpaqueRef:vm",{"k'), wanted);
+    // XenCenter (its id, method and params, then jsonrpc), and Python's json.dumps with spaces
+    assert.deepEqual(peekJsonRpcCall('{"id": 1, "method": "VM.set_other_config", "params": ["OpaqueRef:s"], "jsonrpc": "2.0"}'), wanted);
+    assert.deepEqual(peekJsonRpcCall('{ "jsonrpc" : "2.0" ,\n "method" : "VM.set_other_\\u0063onfig", "params" : [ "OpaqueRef:s" ]'), wanted);
+  });
+
+  test("what it cannot read from the first bytes is no peek", () => {
+    for (const prefix of [
+      '{"params":["OpaqueRef:s"],"method":"VM.get_all"}',
+      '{"id":{"nested":1},"method":"m","params":["OpaqueRef:s"]}',
+      `{"id":"${"x".repeat(2000)}","method":"m","params":["OpaqueRef:s"]}`,
+      '{"method":"m","params":[["OpaqueRef:s"]]}',
+      '{"method":"m","params":["OpaqueRef:s',
+      '{"method":"m","params":"OpaqueRef:s"}',
+      '{"method":"bad \\x","params":["OpaqueRef:s"]}',
+      '["m", "OpaqueRef:s"]',
+      "",
+    ]) {
+      assert.equal(peekJsonRpcCall(prefix), undefined, prefix);
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 // JSON-RPC as XenAPI speaks it at POST /jsonrpc: 1.0 framing ({method, params, id} → {result, error, id}) and
 // 2.0 framing ({jsonrpc: "2.0", …} → {jsonrpc, result | error, id}); errors as
 // {code, message: <XenAPI error code>, data: [params]}.
+import { type BodyShape, exceededLimit, type ShapeLimits } from "./body-limits.ts";
 import type { XenApiError } from "./errors.ts";
 import type { XenValue } from "./values.ts";
 
@@ -29,7 +30,111 @@ export class JsonRpcRequestError extends Error {
   }
 }
 
-export function parseJsonRpcCall(body: string): JsonRpcCall {
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+
+/**
+ * Values and the deepest nesting of arrays and objects in a JSON text, counted by one pass over its characters
+ * (object keys are not values). Only a string right before a colon is taken back as a key, so text that is
+ * not JSON can never count fewer values than JSON.parse builds before it fails.
+ */
+function jsonShape(text: string): BodyShape {
+  let values = 0;
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  let escaped = false;
+  let inLiteral = false;
+  let afterString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (c === BACKSLASH) escaped = true;
+      else if (c === QUOTE) inString = false;
+      continue;
+    }
+    if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) {
+      inLiteral = false;
+      continue;
+    }
+    const key = c === COLON && afterString;
+    afterString = false;
+    if (c === QUOTE) {
+      values++;
+      inString = true;
+      afterString = true;
+      inLiteral = false;
+    } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
+      values++;
+      deepest = Math.max(deepest, ++depth);
+      inLiteral = false;
+    } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) {
+      depth--;
+      inLiteral = false;
+    } else if (c === COLON || c === 0x2c /* , */) {
+      if (key) values--;
+      inLiteral = false;
+    } else if (!inLiteral) {
+      // true, false, null or a number (or junk, where JSON.parse stops)
+      values++;
+      inLiteral = true;
+    }
+  }
+  return { values, depth: deepest };
+}
+
+/** The words of the first limit a JSON text exceeds, else undefined. */
+export function jsonOverLimits(text: string, limits: ShapeLimits): string | undefined {
+  return exceededLimit(jsonShape(text), limits, "arrays and objects");
+}
+
+/** A request's first tokens, as a peek reads them: strings (up to 1 KiB) decoded, else marks (punctuation, literals). */
+function* peekTokens(text: string): Generator<string | { mark: string }> {
+  const token = /\s*(?:("(?:[^"\\]|\\.){0,1024}")|([{}[\]:,]|[-+.\w]{1,64}))/y;
+  for (let match = token.exec(text); match !== null; match = token.exec(text)) {
+    if (match[2] !== undefined) yield { mark: match[2] };
+    else {
+      try {
+        yield JSON.parse(match[1]!) as string;
+      } catch {
+        return;
+      }
+    }
+  }
+}
+
+const isMark = (token: unknown, mark: string) => typeof token === "object" && token !== null && (token as { mark: string }).mark === mark;
+
+/**
+ * The method and the first parameter of a request, read from its first bytes when they hold them: `method`
+ * must come before `params` and the members before them must be short, as xen-api ({id, jsonrpc, method,
+ * params}), XenCenter and Python's clients send them.
+ */
+export function peekJsonRpcCall(prefix: string): { method: string; first: string } | undefined {
+  const tokens = peekTokens(prefix);
+  const next = () => tokens.next().value;
+  if (!isMark(next(), "{")) return undefined;
+  let method: unknown;
+  for (;;) {
+    const name = next();
+    if (typeof name !== "string" || !isMark(next(), ":")) return undefined;
+    const value = next();
+    if (name === "params") {
+      const first = isMark(value, "[") ? next() : undefined;
+      return typeof method === "string" && typeof first === "string" ? { method, first } : undefined;
+    }
+    if (value === undefined || isMark(value, "{") || isMark(value, "[")) return undefined;
+    if (name === "method") method = value;
+    if (!isMark(next(), ",")) return undefined;
+  }
+}
+
+/** A request; `limits` (when given) are checked on the text before it is parsed. */
+export function parseJsonRpcCall(body: string, limits?: ShapeLimits): JsonRpcCall {
+  const over = limits === undefined ? undefined : jsonOverLimits(body, limits);
+  if (over !== undefined) throw new JsonRpcRequestError(JSON_RPC_INVALID_REQUEST, over);
   let request: unknown;
   try {
     request = JSON.parse(body);

@@ -2,6 +2,7 @@
 // write no whitespace, some send untyped strings or <i8>) and as xapi answers.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { BEFORE_SESSION } from "./body-limits.ts";
 import { XenDouble } from "./values.ts";
 import {
   MAX_XML_DEPTH,
@@ -11,6 +12,8 @@ import {
   formatXmlRpcSuccess,
   parseXmlRpcCall,
   parseXmlRpcValue,
+  peekXmlRpcCall,
+  xmlOverLimits,
   XmlRpcParseError,
 } from "./xml-rpc.ts";
 
@@ -143,6 +146,77 @@ describe("XML-RPC requests", () => {
       [call(param("<string>&#x110000;</string>")), /not well-formed/],
     ];
     for (const [body, reason] of bad) assert.throws(() => parseXmlRpcCall(body), (error: unknown) => error instanceof XmlRpcParseError && reason.test(error.message), body);
+  });
+});
+
+describe("XML-RPC request limits", () => {
+  const refusal = (words: string) => (error: unknown) => error instanceof XmlRpcParseError && error.message === words;
+
+  test("values are <value> elements; every element counts against 4 per value", () => {
+    const body = call(param("<struct><member><name>a</name><value><values>x</values></value></member></struct>") + "<param><value/></param>");
+    // Three <value>s: the <values> element is not one.
+    assert.equal(xmlOverLimits(body, { maxValues: 3 }), undefined);
+    assert.equal(xmlOverLimits(body, { maxValues: 2 }), "more than 2 values");
+    const padded = call(param(`<array><data>${"<x/>".repeat(20)}</data></array>`));
+    assert.equal(xmlOverLimits(padded, { maxValues: 5 }), "more than 24 elements (4 for each value)");
+    assert.throws(() => parseXmlRpcCall(padded, { maxValues: 5 }), refusal("more than 24 elements (4 for each value)"));
+  });
+
+  test("depth follows the markup as the parser reads it: tags in CDATA, comments and quotes are text", () => {
+    const nest = (levels: number, inside = "x") => param("<array><data><value>".repeat(levels) + inside + "</value></data></array>".repeat(levels));
+    const fits = Math.floor((MAX_XML_DEPTH - 4) / 3);
+    const fakeCloses = "<string><![CDATA[</a></a></a></a>]]><!-- </a></a> --></string>";
+    assert.throws(() => parseXmlRpcCall(call(nest(fits + 1, fakeCloses))), refusal("nesting deeper than 64 elements"));
+    const fakeOpens = `<string><![CDATA[${"<a>".repeat(100)}]]><!-- ${"<a>".repeat(100)} --></string>`;
+    assert.equal(parseXmlRpcCall(call(param(fakeOpens))).params[0], "<a>".repeat(100));
+    assert.equal(xmlOverLimits(call(`<param a=">"><value b='<x>'>v</value></param>`), { maxDepth: 4 }), undefined);
+  });
+
+  test("parseXmlRpcValue takes limits of its own; by default only the depth", () => {
+    const list = encodeXmlRpcValue(Array.from({ length: 100_000 }, (_, i) => String(i)));
+    assert.equal((parseXmlRpcValue(list) as string[]).length, 100_000);
+    assert.throws(() => parseXmlRpcValue(list, { maxValues: 50_000 }), refusal("more than 50000 values"));
+    assert.throws(() => parseXmlRpcValue(encodeXmlRpcValue([[["x"]]]), { maxDepth: 9 }), refusal("nesting deeper than 9 elements"));
+  });
+
+  test("before a session the refusal says so", () => {
+    assert.equal(
+      xmlOverLimits(call(param("<array><data>" + "<value/>".repeat(1000) + "</data></array>")), BEFORE_SESSION),
+      "more than 1000 values without a live session as the first parameter (login and system.* calls get no more)",
+    );
+  });
+
+  test("long text is read in pieces by the parser, to the same value: references across the cuts, CR, CDATA", () => {
+    // Pieces of 4096 characters after 4090 others: each cut (every 4096th character) falls in a &#13;.
+    const piece = "&amp;&#13;\r\n&#x1F4BE;" + "x".repeat(4096 - 21);
+    const raw = "y".repeat(4090) + piece.repeat(5) + "<![CDATA[&amp; stays]]>" + piece.repeat(3);
+    // A raw CRLF is read as LF, a &#13; kept.
+    const expected = ("y".repeat(4090) + piece.repeat(5) + "&amp;amp; stays" + piece.repeat(3))
+      .replace(/\r\n/g, "\n")
+      .replace(/&amp;|&#13;|&#x1F4BE;/g, (reference) => ({ "&amp;": "&", "&#13;": "\r", "&#x1F4BE;": "\u{1F4BE}" })[reference]!);
+    assert.equal(decode(raw), expected);
+    assert.equal(decode(`<string>${raw}</string>`), expected);
+    assert.deepEqual(parseXmlRpcCall(call(param(raw) + param("<i4>7</i4>"))).params, [expected, 7]);
+  });
+});
+
+describe("XML-RPC peek", () => {
+  test("the method and the first parameter, from the first bytes of a call as clients write it", () => {
+    const wanted = { method: "VM.set_other_config", first: "OpaqueRef:s" };
+    // Python's xmlrpc.client, cut short as a peek sees it
+    assert.deepEqual(
+      peekXmlRpcCall("<?xml version='1.0'?>\n<methodCall>\n<methodName>VM.set_other_config</methodName>\n<params>\n<param>\n<value><string>OpaqueRef:s</string></value>\n</param>\n<param>\n<val"),
+      wanted,
+    );
+    // xen-api: untyped strings, no whitespace
+    assert.deepEqual(peekXmlRpcCall(formatXmlRpcCall("VM.set_other_config", ["OpaqueRef:s", "OpaqueRef:vm", { a: "b" }])), wanted);
+    assert.deepEqual(peekXmlRpcCall(call(param("OpaqueRef:&#115;"), "VM.set_other&#95;config")), wanted);
+  });
+
+  test("what it cannot read from the first bytes is no peek", () => {
+    for (const prefix of [call(param("<array><data><value>OpaqueRef:s</value></data></array>")), call(""), "<methodCall><methodName>m</methodName><params><param><value>OpaqueRef:s", "not xml"]) {
+      assert.equal(peekXmlRpcCall(prefix), undefined, prefix);
+    }
   });
 });
 

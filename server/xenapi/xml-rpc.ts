@@ -4,9 +4,10 @@
 // untyped (<value>text</value>), as xapi writes them (XML-RPC's <i4> is 32-bit; xen-api's parser reads an
 // empty <string></string> as undefined, an empty <value></value> as "").
 import { XMLParser } from "fast-xml-parser";
+import { type BodyShape, exceededLimit, type ShapeLimits } from "./body-limits.ts";
 import { XEN_DATE, XenDouble, type XenValue } from "./values.ts";
 
-/** Deepest element nesting accepted in a request (a struct in an array in a struct ... counts each tag). */
+/** Deepest element nesting accepted unless the caller says (a struct in an array in a struct ... counts each tag). */
 export const MAX_XML_DEPTH = 64;
 
 export class XmlRpcParseError extends Error {}
@@ -39,16 +40,133 @@ const parser = new XMLParser({
   isArray: (name) => name === "param" || name === "member" || name === "value",
 });
 
-/** Element depth of an XML text, counted without parsing it (a cheap guard before the parser runs). */
-function xmlDepth(text: string): number {
+/** Where an element's tag opened at `from` ends (after its `>`; quoted attribute values skipped), or -1. */
+function tagEnd(text: string, from: number): number {
+  for (let i = from; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x3e /* > */) return i + 1;
+    if (c === 0x22 /* " */ || c === 0x27 /* ' */) {
+      i = text.indexOf(text[i]!, i + 1);
+      if (i === -1) return -1;
+    }
+  }
+  return -1;
+}
+
+/** Where markup ends (after `close`, searched from `from`), or -1. */
+function endOf(text: string, close: string, from: number): number {
+  const at = text.indexOf(close, from);
+  return at === -1 ? -1 : at + close.length;
+}
+
+/** One piece of markup: where it starts and ends, and whether it opens an element, closes one, or both. */
+interface Markup {
+  kind: "open" | "close" | "empty" | "other";
+  at: number;
+  end: number;
+}
+
+/**
+ * The markup of an XML text as fast-xml-parser reads it, in order, up to any left open (which it refuses). Where
+ * it reads on to a later end (a DOCTYPE's internal subset, `?>` in quotes) this stops at the first, so what
+ * follows is looked at, never skipped.
+ */
+function* markupOf(text: string): Generator<Markup> {
+  for (let at = text.indexOf("<"); at !== -1; ) {
+    let kind: Markup["kind"] = "other";
+    let end: number;
+    if (text[at + 1] === "/") {
+      kind = "close";
+      end = endOf(text, ">", at);
+    } else if (text[at + 1] === "?") end = endOf(text, "?>", at + 2);
+    else if (text.startsWith("<!--", at)) end = endOf(text, "-->", at + 4);
+    else if (text.startsWith("<!D", at)) end = endOf(text, ">", at);
+    else if (text.startsWith("<![", at)) end = endOf(text, "]]>", at + 3);
+    else {
+      end = tagEnd(text, at + 1);
+      kind = text[end - 2] === "/" ? "empty" : "open";
+    }
+    if (end === -1) return;
+    yield { kind, at, end };
+    at = text.indexOf("<", end);
+  }
+}
+
+/** What may follow a tag's name. */
+const NAME_END = /[\s/>]/;
+
+/**
+ * <value> elements, all elements and the deepest element nesting of an XML text, counted without parsing it: a
+ * cheap guard before the parser runs. Every `<` but a closing tag's counts as an element (the parser builds no
+ * more nodes than that); the depth follows the markup.
+ */
+function xmlShape(text: string): Required<BodyShape> {
+  let values = 0;
+  let elements = 0;
+  for (let at = text.indexOf("<"); at !== -1; at = text.indexOf("<", at + 1)) {
+    if (text[at + 1] === "/") continue;
+    elements++;
+    if (text.startsWith("value", at + 1) && NAME_END.test(text[at + 6] ?? "")) values++;
+  }
   let depth = 0;
   let deepest = 0;
-  const tags = /<(\/?)[A-Za-z][^>]*?(\/?)>/g;
-  for (let match = tags.exec(text); match !== null; match = tags.exec(text)) {
-    if (match[1] === "/") depth--;
-    else if (match[2] !== "/") deepest = Math.max(deepest, ++depth);
+  for (const { kind } of markupOf(text)) {
+    if (kind === "close") depth--;
+    else if (kind !== "other") deepest = Math.max(deepest, depth + 1);
+    if (kind === "open") depth++;
   }
-  return deepest;
+  return { values, depth: deepest, elements };
+}
+
+/**
+ * fast-xml-parser builds text a character at a time and lets go of it only at markup: one run of 16 MiB took
+ * over 512 MB of heap and 6 s. An empty CDATA section every this many characters makes it let go (and it joins
+ * text and CDATA as one): the same run then takes ~0.6 s and a few MB.
+ */
+const TEXT_CUT = 4096;
+/** The longest entity or character reference a cut steers clear of (XML writers never pad one this long). */
+const REFERENCE_MAX = 64;
+
+function cutLongText(text: string): string {
+  const parts: string[] = [];
+  let copied = 0;
+  const cutRun = (start: number, end: number) => {
+    for (let cut = start + TEXT_CUT; cut < end; cut += TEXT_CUT) {
+      // Before an `&` whose reference may not have ended yet, never inside it.
+      const before = text.slice(cut - REFERENCE_MAX, cut);
+      const amp = before.lastIndexOf("&");
+      const at = amp !== -1 && !before.includes(";", amp) ? cut - REFERENCE_MAX + amp : cut;
+      parts.push(text.slice(copied, at), "<![CDATA[]]>");
+      copied = at;
+    }
+  };
+  let textStart = 0;
+  for (const markup of markupOf(text)) {
+    cutRun(textStart, markup.at);
+    textStart = markup.end;
+  }
+  // Also text before markup left open: the parser builds it before it refuses.
+  cutRun(textStart, text.length);
+  if (copied === 0) return text;
+  parts.push(text.slice(copied));
+  return parts.join("");
+}
+
+/** Structure limits where the caller gives none: the depth above, any number of values. */
+const DEFAULT_XML_LIMITS: ShapeLimits = { maxValues: Infinity, maxDepth: MAX_XML_DEPTH };
+
+/** The words of the first limit an XML text exceeds, else undefined. */
+export function xmlOverLimits(text: string, limits: Partial<ShapeLimits>): string | undefined {
+  return exceededLimit(xmlShape(text), { ...DEFAULT_XML_LIMITS, ...limits }, "elements");
+}
+
+/** The start of a methodCall as clients write it, up to the first parameter's string (typed or not). */
+const CALL_START = /^\s*(?:<\?xml[^>]*\?>\s*)?<methodCall>\s*<methodName>([^<]*)<\/methodName>\s*<params>\s*<param>\s*<value>(?:\s*<string>([^<]*)<\/string>|([^<]*)<\/value>)/;
+
+/** The method and the first parameter of a call, read from its first bytes when they hold them. */
+export function peekXmlRpcCall(prefix: string): { method: string; first: string } | undefined {
+  const match = CALL_START.exec(prefix);
+  return match === null ? undefined : { method: entityDecoder.decode(match[1]!).trim(), first: entityDecoder.decode(match[2] ?? match[3]!) };
 }
 
 type Node = Record<string, unknown> | string;
@@ -114,17 +232,24 @@ function decodeValue(node: unknown): XenValue {
   }
 }
 
-function parseDocument(text: string): Record<string, unknown> {
-  if (xmlDepth(text) > MAX_XML_DEPTH) throw new XmlRpcParseError(`nesting deeper than ${MAX_XML_DEPTH} elements`);
+function parseDocument(text: string, limits: Partial<ShapeLimits>): Record<string, unknown> {
+  const over = xmlOverLimits(text, limits);
+  if (over !== undefined) throw new XmlRpcParseError(over);
   try {
-    return parser.parse(text, true) as Record<string, unknown>;
+    return parser.parse(cutLongText(text), true) as Record<string, unknown>;
   } catch (error) {
     throw new XmlRpcParseError(`not well-formed XML: ${(error as Error).message}`);
   }
 }
 
-export function parseXmlRpcCall(body: string): { method: string; params: XenValue[] } {
-  const document = parseDocument(body);
+export interface XmlRpcCall {
+  method: string;
+  params: XenValue[];
+}
+
+/** A methodCall; `limits` are checked on the text before it is parsed. */
+export function parseXmlRpcCall(body: string, limits: Partial<ShapeLimits> = {}): XmlRpcCall {
+  const document = parseDocument(body, limits);
   const call = document.methodCall as Record<string, Node> | undefined;
   if (call === undefined || typeof call !== "object") throw new XmlRpcParseError("no <methodCall>");
   const method = typeof call.methodName === "string" ? call.methodName.trim() : "";
@@ -133,9 +258,12 @@ export function parseXmlRpcCall(body: string): { method: string; params: XenValu
   return { method, params: params.map((param) => decodeValue(only((param as { value?: unknown }).value, "<value> in <param>"))) };
 }
 
-/** One <value> standing alone, as a task's `result` holds it. */
-export function parseXmlRpcValue(text: string): XenValue {
-  return decodeValue(only(parseDocument(text).value, "<value>"));
+/**
+ * One <value> standing alone, as a task's `result` or ova.xml holds it; `limits` (<value> elements, with all
+ * elements at most 4 per value, and depth; by default only the depth above) are checked before it is parsed.
+ */
+export function parseXmlRpcValue(text: string, limits: Partial<ShapeLimits> = {}): XenValue {
+  return decodeValue(only(parseDocument(text, limits).value, "<value>"));
 }
 
 const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;" };

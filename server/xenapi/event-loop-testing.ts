@@ -1,0 +1,20 @@
+// How long the event loop's thread works without a break while something runs: its own CPU time between ticks
+// 2 ms apart, so what other processes on the machine do (a busy test run) does not count.
+
+export async function longestStep<T>(work: () => Promise<T>): Promise<{ value: T; longestMs: number }> {
+  let longestMs = 0;
+  let last = process.threadCpuUsage();
+  const measure = () => {
+    const now = process.threadCpuUsage();
+    longestMs = Math.max(longestMs, (now.user - last.user + now.system - last.system) / 1000);
+    last = now;
+  };
+  const ticks = setInterval(measure, 2);
+  try {
+    const value = await work();
+    measure();
+    return { value, longestMs };
+  } finally {
+    clearInterval(ticks);
+  }
+}
