@@ -1,9 +1,9 @@
-// The worker thread call-parser.ts starts for large API call bodies: each message is one body, answered with
-// the call (its parameters flat) or the protocol's refusal in words.
+// The worker thread call-parser.ts starts for large API call bodies and XML-RPC documents: each message is one
+// body, answered with the call (its parameters flat), the value, or the protocol's refusal in words.
 import { parentPort } from "node:worker_threads";
 import { type FlatValues, KIND, type ParseAnswer, type ParseRequest } from "./call-parser.ts";
 import { JsonRpcRequestError, parseJsonRpcCall } from "./json-rpc.ts";
-import { parseXmlRpcCall, XmlRpcParseError } from "./xml-rpc.ts";
+import { parseXmlRpcCall, parseXmlRpcValue, XmlRpcParseError } from "./xml-rpc.ts";
 import { XenDouble, type XenValue } from "./values.ts";
 
 function flatten(values: XenValue[]): FlatValues {
@@ -43,6 +43,7 @@ function flatten(values: XenValue[]): FlatValues {
 function answer({ protocol, chunks, limits }: ParseRequest): ParseAnswer {
   const text = Buffer.concat(chunks).toString("utf8");
   try {
+    if (protocol === "xml-value") return { call: null, params: flatten([parseXmlRpcValue(text, limits)]) };
     const { params, ...call } = protocol === "json" ? parseJsonRpcCall(text, limits) : parseXmlRpcCall(text, limits);
     return { call, params: flatten(params) };
   } catch (error) {

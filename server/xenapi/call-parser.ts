@@ -1,5 +1,5 @@
-// API call bodies parsed without holding up the event loop. A small body is parsed where it arrives; a larger
-// one in a worker thread (fast-xml-parser takes ~100 ms per MiB, JSON.parse up to ~90 ms for 16 MiB), whose
+// API call bodies, and other XML-RPC documents (an XVA's ova.xml), parsed without holding up the event loop.
+// A small body is parsed where it arrives; a larger one in a worker thread (fast-xml-parser takes ~100 ms per MiB, JSON.parse up to ~90 ms for 16 MiB), whose
 // heap is capped and which is ended when idle, so a large body's memory goes back. The parameters come back
 // as flat arrays (a structured clone of the tree costs ~3 µs per value on this side, in one piece) and are
 // rebuilt here in slices of a few ms.
@@ -7,7 +7,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import { Worker } from "node:worker_threads";
 import type { ShapeLimits } from "./body-limits.ts";
 import { type JsonRpcCall, JsonRpcRequestError, parseJsonRpcCall } from "./json-rpc.ts";
-import { parseXmlRpcCall, type XmlRpcCall, XmlRpcParseError } from "./xml-rpc.ts";
+import { parseXmlRpcCall, parseXmlRpcValue, type XmlRpcCall, XmlRpcParseError } from "./xml-rpc.ts";
 import { XenDouble, type XenValue } from "./values.ts";
 
 /** Bodies up to this size are parsed inline: a few ms at most, XML included. */
@@ -32,13 +32,14 @@ export interface FlatValues {
 }
 
 export interface ParseRequest {
-  protocol: "json" | "xml";
+  /** A JSON-RPC or XML-RPC call, or one XML-RPC value (a document whose root is <value>). */
+  protocol: "json" | "xml" | "xml-value";
   chunks: Uint8Array[];
   limits: ShapeLimits;
 }
 
 export type ParseAnswer =
-  | { call: Omit<JsonRpcCall, "params"> | Omit<XmlRpcCall, "params">; params: FlatValues }
+  | { call: Omit<JsonRpcCall, "params"> | Omit<XmlRpcCall, "params"> | null; params: FlatValues }
   | { refused: { message: string; rpcCode?: number; id?: unknown; version?: JsonRpcCall["version"] } };
 
 /** The values again, built in slices between which the event loop turns. */
@@ -154,5 +155,13 @@ export async function parseXmlRpcBody(chunks: Buffer[], limits: ShapeLimits): Pr
   if (size(chunks) <= INLINE_MAX_BYTES) return parseXmlRpcCall(Buffer.concat(chunks).toString("utf8"), limits);
   const answer = await parseInWorker({ protocol: "xml", chunks, limits });
   if ("refused" in answer) throw new XmlRpcParseError(answer.refused.message);
-  return { method: answer.call.method, params: await unflatten(answer.params) };
+  return { method: answer.call!.method, params: await unflatten(answer.params) };
+}
+
+/** One XML-RPC value from a document's bytes (which a worker may take: not to be read after). */
+export async function parseXmlRpcValueBody(chunks: Buffer[], limits: ShapeLimits): Promise<XenValue> {
+  if (size(chunks) <= INLINE_MAX_BYTES) return parseXmlRpcValue(Buffer.concat(chunks).toString("utf8"), limits);
+  const answer = await parseInWorker({ protocol: "xml-value", chunks, limits });
+  if ("refused" in answer) throw new XmlRpcParseError(answer.refused.message);
+  return (await unflatten(answer.params))[0]!;
 }

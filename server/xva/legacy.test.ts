@@ -289,6 +289,13 @@ describe("reading packages", () => {
   });
 });
 
+describe("a legacy package's ova.xml", () => {
+  test("over 64 KiB is refused in words before it is parsed (it is parsed on the event loop)", async () => {
+    const padded = specOva(MiB).replace("<shortdesc>", `<shortdesc>${"x".repeat(70 * 1024)}`);
+    await assert.rejects(openXva(tarOf([["ova.xml", padded]])), (error: Error) => error instanceof XvaReadError && /legacy package's ova\.xml is \d+ bytes, more than 65536/.test(error.message));
+  });
+});
+
 describe("reader backpressure", () => {
   test("a consumer that stops after one block holds gunzip to a few blocks ahead", async () => {
     // 128 MiB that compress to little: without backpressure it would all be gunzipped into memory at once.

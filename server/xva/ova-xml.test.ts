@@ -47,8 +47,8 @@ const PRETTY = `<?xml version="1.0" encoding="UTF-8"?>
 `;
 
 describe("parseOvaXml", () => {
-  test("a pretty-printed export with a prolog, typed and untyped values, entities and empty values", () => {
-    const ova = parseOvaXml(PRETTY);
+  test("a pretty-printed export with a prolog, typed and untyped values, entities and empty values", async () => {
+    const ova = await parseOvaXml(PRETTY);
     assert.deepEqual(ova.version, { hostname: 'h & <x> "q"', date: "20261123T10:08:00Z", product_version: "", product_brand: "", build_number: "b", xapi_major: 1, xapi_minor: 20, export_vsn: 2 });
     assert.deepEqual(ova.objects.map((object) => [object.class, object.id]), [["VDI", "Ref:12"], ["VBD", "Ref:3"]]);
     const vdi = ova.objects[0]!.snapshot;
@@ -66,10 +66,10 @@ describe("parseOvaXml", () => {
     assert.deepEqual(ova.objects[1]!.snapshot, {});
   });
 
-  test("version ints as bare text; export_vsn may be missing", () => {
+  test("version ints as bare text; export_vsn may be missing", async () => {
     const xml = formatOvaXml({ version: VERSION, objects: [] }).replace("<member><name>export_vsn</name><value>2</value></member>", "");
-    assert.equal(parseOvaXml(xml).version.export_vsn, 0);
-    assert.equal(parseOvaXml(xml).version.xapi_minor, 20);
+    assert.equal((await parseOvaXml(xml)).version.export_vsn, 0);
+    assert.equal((await parseOvaXml(xml)).version.xapi_minor, 20);
   });
 
   const bad: [string, string, RegExp][] = [
@@ -84,14 +84,14 @@ describe("parseOvaXml", () => {
     ],
   ];
   for (const [what, xml, message] of bad) {
-    test(`refuses ${what}`, () => {
-      assert.throws(() => parseOvaXml(xml), (error: Error) => error instanceof OvaXmlError && message.test(error.message));
+    test(`refuses ${what}`, async () => {
+      await assert.rejects(parseOvaXml(xml), (error: Error) => error instanceof OvaXmlError && message.test(error.message));
     });
   }
 });
 
 describe("formatOvaXml", () => {
-  test("one line, no prolog, ints bare, booleans 0|1, and it parses back to the same records", () => {
+  test("one line, no prolog, ints bare, booleans 0|1, and it parses back to the same records", async () => {
     const ova: OvaXml = {
       version: VERSION,
       objects: [
@@ -105,6 +105,6 @@ describe("formatOvaXml", () => {
     assert.ok(xml.includes("<member><name>xapi_major</name><value>1</value></member>"));
     assert.ok(xml.includes("<boolean>0</boolean>"));
     assert.ok(xml.includes("a &lt;b&gt; &amp; c"));
-    assert.deepEqual(parseOvaXml(xml), ova);
+    assert.deepEqual(await parseOvaXml(xml), ova);
   });
 });

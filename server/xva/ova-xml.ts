@@ -2,7 +2,9 @@
 // {class, id, snapshot} where snapshot is the object's full record and references name other objects' ids.
 // The XML-RPC value model is the toolstack's own (xml-rpc.ts); only the layout on top of it is here.
 import { z } from "zod";
-import { encodeXmlRpcValue, parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
+import { pacer } from "../pacer.ts";
+import { parseXmlRpcValueBody } from "../xenapi/call-parser.ts";
+import { encodeXmlRpcValue } from "../xenapi/xml-rpc.ts";
 import { NULL_REF, type XenRecord, type XenValue } from "../xenapi/values.ts";
 
 export class OvaXmlError extends Error {}
@@ -27,7 +29,13 @@ const versionSchema = z.object({
 });
 
 const objectSchema = z.object({ class: z.string().min(1), id: z.string().min(1), snapshot: struct });
-const documentSchema = z.object({ version: versionSchema, objects: list.pipe(z.array(objectSchema)) });
+const documentSchema = z.object({ version: versionSchema, objects: list });
+
+/**
+ * What an ova.xml may hold: a VM of 255 disks and 100 snapshots is some 100,000 values (README "Limits"). It is
+ * parsed off the event loop (fast-xml-parser takes ~300 ms a MiB) and checked object by object, in slices.
+ */
+export const OVA_XML_LIMITS = { maxValues: 1_000_000, maxDepth: 64 };
 
 export type OvaVersion = z.output<typeof versionSchema>;
 export type OvaObject = { class: string; id: string; snapshot: XenRecord };
@@ -52,24 +60,32 @@ function resolveReferences(snapshot: XenRecord, ids: ReadonlySet<string>): XenRe
   return out;
 }
 
-export function parseOvaXml(xml: string): OvaXml {
+export async function parseOvaXml(xml: Buffer | string): Promise<OvaXml> {
   let value: XenValue;
   try {
-    value = parseXmlRpcValue(xml);
+    value = await parseXmlRpcValueBody([typeof xml === "string" ? Buffer.from(xml) : xml], OVA_XML_LIMITS);
   } catch (error) {
     throw new OvaXmlError(`ova.xml: ${(error as Error).message}`);
   }
   const parsed = documentSchema.safeParse(value);
   if (!parsed.success) throw new OvaXmlError(`ova.xml: ${z.prettifyError(parsed.error)}`);
+  const pace = pacer();
+  const objects: Array<z.output<typeof objectSchema>> = [];
   const ids = new Set<string>();
-  for (const object of parsed.data.objects) {
-    if (ids.has(object.id)) throw new OvaXmlError(`ova.xml: object id ${object.id} appears twice`);
-    ids.add(object.id);
+  for (const [n, raw] of parsed.data.objects.entries()) {
+    await pace();
+    const object = objectSchema.safeParse(raw);
+    if (!object.success) throw new OvaXmlError(`ova.xml: objects[${n}]: ${z.prettifyError(object.error)}`);
+    if (ids.has(object.data.id)) throw new OvaXmlError(`ova.xml: object id ${object.data.id} appears twice`);
+    ids.add(object.data.id);
+    objects.push(object.data);
   }
-  return {
-    version: parsed.data.version,
-    objects: parsed.data.objects.map((object) => ({ class: object.class, id: object.id, snapshot: resolveReferences(object.snapshot, ids) })),
-  };
+  const resolved: OvaObject[] = [];
+  for (const object of objects) {
+    await pace();
+    resolved.push({ class: object.class, id: object.id, snapshot: resolveReferences(object.snapshot, ids) });
+  }
+  return { version: parsed.data.version, objects: resolved };
 }
 
 /** ova.xml as xapi writes it: one line, no prolog. */

@@ -15,6 +15,7 @@ import { XvaBlocks } from "./xva-blocks.ts";
 export { XvaChecksumError, XvaReadError } from "./read-errors.ts";
 
 export const DEFAULT_MAX_OVA_XML_BYTES = 16 * 1024 * 1024;
+const MAX_LEGACY_OVA_XML_BYTES = 64 * 1024;
 
 export type XvaBlockRead = {
   index: number;
@@ -100,12 +101,15 @@ async function readOvaXml(members: TarMembers, maxBytes: number): Promise<OvaXml
   if (first === null || first.name !== "ova.xml") throw new XvaReadError(`the first member must be ova.xml, not ${first === null ? "the end of the archive" : JSON.stringify(first.name)}`);
   const size = first.entry.header.size;
   if (size > maxBytes) throw new XvaReadError(`ova.xml is ${size} bytes, more than ${maxBytes}`);
-  const ovaXml = (await members.readAll(first, size)).toString("utf8");
+  const bytes = await members.readAll(first, size);
+  const ovaXml = bytes.toString("utf8");
   if (isLegacyOvaXml(ovaXml)) {
+    // An appliance of one VM is a few KiB; parsed here, on the event loop, it must stay small.
+    if (size > MAX_LEGACY_OVA_XML_BYTES) throw new XvaReadError(`a legacy package's ova.xml is ${size} bytes, more than ${MAX_LEGACY_OVA_XML_BYTES}`);
     const { metadata, disks } = parseLegacyOvaXml(ovaXml);
     return { kind: "legacy", ovaXml, metadata, legacyDisks: disks };
   }
-  return { kind: "xva", ovaXml, metadata: parseOvaXml(ovaXml), legacyDisks: [] };
+  return { kind: "xva", ovaXml, metadata: await parseOvaXml(bytes), legacyDisks: [] };
 }
 
 /** XvaArchive's `disks()`: the blocks `blocks` reads, one group per disk; the archive is closed if not read to its end. */

@@ -295,7 +295,7 @@ describe("metadata", () => {
     const archive = await openXva(writeXva({ ovaXml: ova, disks: [], checksum: null }));
     assert.equal(archive.kind, "xva");
     assert.equal(archive.ovaXml, ova);
-    assert.deepEqual(archive.metadata, parseOvaXml(ova));
+    assert.deepEqual(archive.metadata, await parseOvaXml(ova));
     archive.close();
   });
 

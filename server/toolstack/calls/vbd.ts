@@ -49,16 +49,23 @@ export async function announceVdis(ts: Toolstack, vdis: readonly string[]): Prom
   await Promise.all([...bySr].map(([sr, modified]) => announceChanges(ts, sr, { modified })));
 }
 
-/** The device number a new VBD or VIF gets: as asked, or with "autodetect" the lowest one free. */
-export function chooseDevice(wanted: string, taken: readonly string[], field: string): string {
+/** A VM's VBDs take userdevices 0–254 and its VIFs devices 0–63 (xapi's allowed_VBD_devices: 0–254). */
+export const MAX_VBD_DEVICE = 254;
+export const MAX_VIF_DEVICE = 63;
+
+/**
+ * The device number a new VBD or VIF gets: as asked, or with "autodetect" the lowest one free. The range keeps
+ * a VM's devices, and so the work of every create, bounded.
+ */
+export function chooseDevice(wanted: string, taken: readonly string[], field: string, max: number): string {
+  const used = new Set(taken);
   if (wanted === "autodetect") {
-    let device = 0;
-    while (taken.includes(String(device))) device++;
-    return String(device);
+    for (let device = 0; device <= max; device++) if (!used.has(String(device))) return String(device);
+    throw xenErrors.invalidValue(field, `autodetect (devices 0–${max} are all taken)`);
   }
-  if (!/^\d+$/.test(wanted)) throw xenErrors.invalidValue(field, wanted);
-  if (taken.includes(wanted)) throw objectErrors.deviceAlreadyExists(wanted);
-  return wanted;
+  if (!/^\d+$/.test(wanted) || Number(wanted) > max) throw xenErrors.invalidValue(field, `${wanted} (a device number 0–${max})`);
+  if (used.has(String(Number(wanted)))) throw objectErrors.deviceAlreadyExists(wanted);
+  return String(Number(wanted));
 }
 
 /** A VBD of a VM, listed in the VM's VBDs. */
@@ -73,7 +80,7 @@ export async function createVbd(ts: Toolstack, args: Record<string, unknown>): P
     const owner = await ts.objects.get("VM", vm, tx);
     const siblings = await Promise.all((owner.record.VBDs as string[]).map((r) => ts.objects.find("VBD", r, tx)));
     const taken = siblings.flatMap((s) => (s === undefined ? [] : [String(s.record.userdevice)]));
-    fields.userdevice = chooseDevice(String(fields.userdevice), taken, "userdevice");
+    fields.userdevice = chooseDevice(String(fields.userdevice), taken, "userdevice", MAX_VBD_DEVICE);
     const vbd = await ts.objects.create("VBD", { uuid: crypto.randomUUID(), ...fields, ...structuredClone(VBD_STATE) }, { db: tx });
     await ts.objects.update("VM", vm, (r) => ({ ...r, VBDs: [...(r.VBDs as string[]), vbd.ref] }), tx);
     return vbd.ref;

@@ -4,6 +4,7 @@
 // `restore` keeps the VM's uuid and MACs and replaces a halted VM of that uuid. Any failure undoes it all.
 import type { Readable } from "node:stream";
 import { BufferPool } from "../../buffer-pool.ts";
+import { pacer } from "../../pacer.ts";
 import { decompressing } from "../../xva/compression.ts";
 import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { OvaXmlError } from "../../xva/ova-xml.ts";
@@ -69,6 +70,7 @@ async function networkFor(ts: Toolstack, wanted: XenRecord | undefined): Promise
 /** Makes the VMs of the plan, each with its VBDs (disks from `vdis`, by file id) and VIFs; marked as being imported. */
 async function createVms(ts: Toolstack, task: string, state: TransferState, plan: PlannedVm[], vdis: ReadonlyMap<string, string>, restore: boolean): Promise<string[]> {
   const refs: string[] = [];
+  const pace = pacer();
   for (const vm of plan) {
     const ref = await createVm(ts, vmArguments(vm.record));
     await state.addVm(ref);
@@ -77,9 +79,11 @@ async function createVms(ts: Toolstack, task: string, state: TransferState, plan
       const vdi = vbd.disk === undefined ? NULL_REF : (vdis.get(vbd.disk) ?? NULL_REF);
       if (vbd.disk !== undefined && vdi === NULL_REF) continue;
       await createVbd(ts, { ...vbd.record, VM: ref, VDI: vdi, empty: vdi === NULL_REF, type: vdi === NULL_REF ? "CD" : vbd.record.type });
+      await pace();
     }
     for (const vif of vm.vifs) {
       await createVif(ts, { ...vif.record, VM: ref, network: await networkFor(ts, vif.network), MAC: restore ? (vif.record.MAC ?? "") : "" });
+      await pace();
     }
     await ts.objects.set("VM", ref, { current_operations: { [task]: "import" }, allowed_operations: [] });
   }
@@ -109,7 +113,9 @@ async function finishVms(ts: Toolstack, refs: readonly string[], plan: PlannedVm
 /** Makes the disks of the plan on the SR (thin, full size); answers file id → VDI ref and volume key. */
 async function createDisks(ts: Toolstack, state: TransferState, plan: ImportPlan, sr: AttachedSr): Promise<Map<string, { vdi: string; key: string }>> {
   const made = new Map<string, { vdi: string; key: string }>();
+  const pace = pacer();
   for (const disk of plan.disks.values()) {
+    await pace();
     const type = String(disk.record.type ?? "user");
     const created = await createVdi(ts, {
       SR: sr.ref,

@@ -3,6 +3,7 @@
 // Import: which VMs, disks and interfaces the file describes, and which disks carry data (compat-notes §2).
 import { hostname } from "node:os";
 import type { OvaObject, OvaXml } from "../../xva/ova-xml.ts";
+import { MAX_VBD_DEVICE, MAX_VIF_DEVICE } from "../calls/vbd.ts";
 import type { StoredObject } from "../objects.ts";
 import { API_VERSION, type Toolstack } from "../toolstack.ts";
 import { locateVdi, type LocatedVdi, vdiRecord } from "../vdi-records.ts";
@@ -118,7 +119,12 @@ export interface ImportPlan {
   sizes: Map<string, number>;
 }
 
+/** What one archive may make (README "Limits"): a VM's devices as VBD.create and VIF.create allow them. */
+export const IMPORT_LIMITS = { vms: 100, vbdsPerVm: MAX_VBD_DEVICE + 1, vifsPerVm: MAX_VIF_DEVICE + 1, disks: 1024 };
+
 const asList = (value: XenValue | undefined): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : []);
+
+const tooMany = (what: string, limit: number) => new XenApiError("IMPORT_ERROR", [`ova.xml: ${what}; an import takes at most ${limit}`]);
 
 /** What importing the file makes: its VMs (snapshots left out), their VBDs and VIFs, and the disks to fill. */
 export function planImport(ova: OvaXml): ImportPlan {
@@ -134,8 +140,13 @@ export function planImport(ova: OvaXml): ImportPlan {
   const vms: PlannedVm[] = [];
   for (const object of ova.objects) {
     if (object.class !== "VM" || object.snapshot.is_a_snapshot === true || object.snapshot.is_control_domain === true) continue;
+    const vbdIds = asList(object.snapshot.VBDs);
+    const vifIds = asList(object.snapshot.VIFs);
+    if (vbdIds.length > IMPORT_LIMITS.vbdsPerVm) throw tooMany(`VM ${object.id} has ${vbdIds.length} VBDs`, IMPORT_LIMITS.vbdsPerVm);
+    if (vifIds.length > IMPORT_LIMITS.vifsPerVm) throw tooMany(`VM ${object.id} has ${vifIds.length} VIFs`, IMPORT_LIMITS.vifsPerVm);
+    if (vms.length === IMPORT_LIMITS.vms) throw tooMany("the archive has more VMs", IMPORT_LIMITS.vms);
     const vbds: PlannedVbd[] = [];
-    for (const vbdId of asList(object.snapshot.VBDs)) {
+    for (const vbdId of vbdIds) {
       const vbd = byId.get(vbdId);
       if (vbd === undefined || vbd.class !== "VBD") continue;
       const vdi = byId.get(String(vbd.snapshot.VDI));
@@ -150,7 +161,7 @@ export function planImport(ova: OvaXml): ImportPlan {
         vbds.push({ record: vbd.snapshot });
       }
     }
-    const vifs = asList(object.snapshot.VIFs).flatMap((vifId) => {
+    const vifs = vifIds.flatMap((vifId) => {
       const vif = byId.get(vifId);
       if (vif === undefined || vif.class !== "VIF") return [];
       const network = byId.get(String(vif.snapshot.network));
@@ -159,5 +170,6 @@ export function planImport(ova: OvaXml): ImportPlan {
     vms.push({ id: object.id, record: object.snapshot, vbds, vifs });
   }
   if (vms.length === 0) throw new XenApiError("IMPORT_ERROR", ["ova.xml describes no VM"]);
+  if (disks.size > IMPORT_LIMITS.disks) throw tooMany(`the archive's VMs have ${disks.size} disks`, IMPORT_LIMITS.disks);
   return { vms, disks, sizes };
 }
