@@ -41,7 +41,8 @@ echo "== typecheck"; tsc --noEmit -p .
 echo "== lint"; eslint --max-warnings 0 .
 
 echo "== unit and integration tests"
-node --conditions=react-server --test --test-concurrency=2 --test-reporter=spec "server/**/*.test.ts" "components/**/*.test.ts" "lib/**/*.test.ts" 2>&1 | tee "$logs/unit"
+# The fuzz targets (*.fuzz.ts) run their short deterministic slice here; `npm run fuzz` runs them in full.
+node --conditions=react-server --test --test-concurrency=2 --test-reporter=spec "server/**/*.test.ts" "server/**/*.fuzz.ts" "components/**/*.test.ts" "lib/**/*.test.ts" 2>&1 | tee "$logs/unit"
 
 echo "== production build"; next build
 echo "== browser tests (Chromium)"

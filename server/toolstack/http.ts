@@ -210,10 +210,20 @@ export function expectsContinue(request: IncomingMessage): boolean {
 }
 
 /** The request handler shared by the HTTP and HTTPS servers (for requests and for `Expect: 100-continue`). */
+/**
+ * A request's target as a URL: origin-form ("/path?query") taken as sent, so "//x" is a path and not a host;
+ * absolute-form as HTTP/1.1 allows it. Undefined when it does not parse ("http://[::1"): `new URL` would throw
+ * outside any request's handling and stop the service.
+ */
+function requestTarget(target: string): URL | undefined {
+  return URL.parse(target.startsWith("/") ? `http://toolstack${target}` : target) ?? undefined;
+}
+
 export function createHandler(ts: Toolstack, options: HttpOptions = {}) {
   const limit = options.maxApiBody ?? DEFAULT_MAX_API_BODY;
   return (request: IncomingMessage, response: ServerResponse): void => {
-    const url = new URL(request.url ?? "/", "http://toolstack");
+    const url = requestTarget(request.url ?? "/");
+    if (url === undefined) return send(response, 400, "text/plain", "malformed request target\n");
     const path = url.pathname.length > 1 ? url.pathname.replace(/\/+$/, "") : url.pathname;
     // A route named `/prefix/*` takes every path under /prefix (e.g. /plugins/volume/file).
     const route = options.routes?.[path] ?? options.routes?.[`/${path.split("/")[1] ?? ""}/*`];
@@ -233,6 +243,12 @@ export function createHandler(ts: Toolstack, options: HttpOptions = {}) {
       if (error instanceof URIError) {
         if (!response.headersSent) send(response, 400, "text/plain", "malformed percent-encoding in the request\n");
         else response.destroy();
+        return;
+      }
+      // A client that went away before its request was read (a body shorter than its length, a reset) is not a
+      // bug of the service: there is no one to answer.
+      if (!request.complete && request.destroyed) {
+        response.destroy();
         return;
       }
       // Anything else is a bug, never the caller's fault: answer 500 if we still can; the service keeps serving.

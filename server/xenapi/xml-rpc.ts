@@ -266,11 +266,12 @@ export function parseXmlRpcValue(text: string, limits: Partial<ShapeLimits> = {}
   return decodeValue(only(parseDocument(text, limits).value, "<value>"));
 }
 
-const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;" };
+/** A carriage return as a reference: XML parsers read a literal "\r\n" or "\r" as "\n". */
+const ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;" };
 
 /** Text as XML holds it: markup escaped; control characters XML 1.0 cannot carry dropped, as xapi drops them. */
 function escapeXml(text: string): string {
-  return text.replace(/[&<>]|[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]/g, (c) => ESCAPES[c] ?? "");
+  return text.replace(/[&<>\r]|[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]/g, (c) => ESCAPES[c] ?? "");
 }
 
 /** One value as XML-RPC, the way xapi writes it: no whitespace between tags. */

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { type IncomingMessage, request } from "node:http";
+import { connect } from "node:net";
 import { rm } from "node:fs/promises";
 import { PassThrough, Readable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -11,7 +12,7 @@ import { after, before, describe, test } from "node:test";
 import { decompressing } from "../../xva/compression.ts";
 import { openXva } from "../../xva/reader.ts";
 import { daemonPids, startTestToolstack, type TestToolstack, XenApiClient } from "../storage-testing.ts";
-import { startServeProcess, tempDataDir } from "../testing.ts";
+import { ROOT_PASSWORD, startServeProcess, tempDataDir } from "../testing.ts";
 import { parseXmlRpcValue } from "../../xenapi/xml-rpc.ts";
 import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "./testing.ts";
 
@@ -186,6 +187,42 @@ describe("malformed requests", () => {
     }
     // The service still answers.
     assert.ok(Array.isArray(await host.client.call<string[]>("VM.get_all")));
+  });
+
+  /** Raw bytes to the service; answers what came back once it closed the connection or went quiet for 2 s. */
+  function rawExchange(bytes: string, endEarly = false): Promise<string> {
+    return new Promise((resolve) => {
+      const socket = connect(host.service.httpPort, "127.0.0.1", () => (endEarly ? socket.end(bytes) : socket.write(bytes)));
+      let got = "";
+      const done = () => resolve(got);
+      socket.setTimeout(2000, () => socket.destroy());
+      socket.on("data", (data) => (got += data.toString("latin1"))).on("close", done).on("error", () => undefined);
+    });
+  }
+
+  test("a request target that is no URL, or starts with //, is 400: before, the exception ended hangar serve", async () => {
+    for (const target of ["//", "//?x", "http://[::1", "http://x:99999/"]) {
+      const answer = await rawExchange(`GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      assert.match(answer, /^HTTP\/1\.1 (400|404) /, `${target}: ${answer.slice(0, 80)}`);
+    }
+    assert.ok(Array.isArray(await host.client.call<string[]>("VM.get_all")));
+  });
+
+  test("a client gone before its body was read is no bug report; an import it started does not stay pending", async (t) => {
+    const reports = t.mock.method(console, "error", () => undefined);
+    // A body shorter than its length, then the client closes.
+    await rawExchange(`POST /jsonrpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"jsonrpc":`, true);
+    // Chunk framing that fails while the route still checks the Basic credentials (a login: scrypt).
+    const basic = Buffer.from(`root:${ROOT_PASSWORD}`).toString("base64");
+    await rawExchange(`PUT /import HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ${basic}\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\nzz\r\n`);
+    for (const deadline = Date.now() + 5000; ; await sleep(100)) {
+      const tasks = await host.client.call<Record<string, { status: string }>>("task.get_all_records");
+      const pending = Object.values(tasks).filter((task) => task.status === "pending");
+      if (pending.length === 0) break;
+      // Before: pending until HANGAR_BODY_IDLE_TIMEOUT (and for ever without one).
+      assert.ok(Date.now() < deadline, `${pending.length} task(s) still pending`);
+    }
+    assert.deepEqual(reports.mock.calls.map((call) => call.arguments.map(String).join(" ")), []);
   });
 
   test("a refusal before the body is read reaches clients still sending it: Python's urllib and Node's fetch get the answer, not a broken pipe", async () => {

@@ -121,6 +121,9 @@ function requestBody(request: IncomingMessage, signal: AbortSignal): Readable {
     signal.removeEventListener("abort", cancelled);
   });
   if (signal.aborted) cancelled();
+  // Gone already (the client hung up, or its framing failed, while the route checked the caller): no close is
+  // left to come.
+  else if (request.destroyed && !request.complete) body.destroy(new XenApiError("IMPORT_ERROR", ["the client closed the connection before sending the archive"]));
   return body;
 }
 
