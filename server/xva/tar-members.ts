@@ -82,7 +82,10 @@ export class TarMembers {
       const name = memberName(entry.header.name);
       this.#lastName = name;
       if (directory) continue;
-      if (entry.header.type !== "file" && entry.header.type !== "contiguous-file") throw new XvaReadError(`member ${JSON.stringify(name)}: a ${entry.header.type}, not a file`);
+      // An unknown type flag (tar-stream's null) is a regular file, as GNU tar extracts it; links, devices and
+      // fifos are refused.
+      const file = entry.header.type === "file" || entry.header.type === "contiguous-file" || entry.header.type === null;
+      if (!file) throw new XvaReadError(`member ${JSON.stringify(name)}: a ${entry.header.type}, not a file`);
       return { entry, name };
     }
   }

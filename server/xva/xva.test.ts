@@ -69,7 +69,7 @@ function tarOf(members: readonly (readonly [string, string | Buffer])[]): Readab
 }
 
 /** A ustar header of a directory whose size field says `size`, as a careless writer may leave it. */
-function directoryHeader(name: string, size: number): Buffer {
+function memberHeader(name: string, size: number, typeflag: string): Buffer {
   const header = Buffer.alloc(512);
   const field = (offset: number, length: number, value: string) => header.write(value, offset, length, "latin1");
   field(0, 100, name);
@@ -79,7 +79,7 @@ function directoryHeader(name: string, size: number): Buffer {
   field(124, 12, `${size.toString(8).padStart(11, "0")}\0`);
   field(136, 12, "00000000000\0");
   field(148, 8, "        ");
-  field(156, 1, "5");
+  field(156, 1, typeflag);
   field(257, 8, "ustar\u000000");
   let sum = 0;
   for (const byte of header) sum += byte;
@@ -258,7 +258,7 @@ describe("reader refuses bad archives", () => {
   });
 
   test("a directory entry declaring a size: read as GNU tar reads it (no data), never waited on", async () => {
-    const header = directoryHeader("ova-dir/", 1024);
+    const header = memberHeader("ova-dir/", 1024, "5");
     const rest = await bytesOf(tarOf([["ova.xml", OVA], ["Ref:1/00000000", block]]));
     // No data follows (the size is a careless writer's): the archive reads on.
     const oneBlock = new Map([["Ref:1", MiB]]);
@@ -266,6 +266,22 @@ describe("reader refuses bad archives", () => {
     assert.deepEqual(read.disks.get("Ref:1")!.image.subarray(0, MiB), block);
     // Data follows: GNU tar would read it as the next header, and so do we; refused in words, not a hang.
     await assert.rejects(within(5000, readBack(Readable.from([header, Buffer.alloc(1024, 0x78), rest]), oneBlock)), (error: Error) => error instanceof XvaReadError);
+  });
+
+  test("an unknown type flag is a regular file, as GNU tar extracts it; a link or a device is refused in words", async () => {
+    const padded = (data: Buffer) => Buffer.concat([data, Buffer.alloc((512 - (data.length % 512)) % 512)]);
+    const ova = Buffer.from(OVA);
+    const rest = await bytesOf(tarOf([["Ref:1/00000000", block]]));
+    const oneBlock = new Map([["Ref:1", MiB]]);
+    const read = await within(5000, readBack(Readable.from([memberHeader("ova.xml", ova.length, "Z"), padded(ova), rest]), oneBlock));
+    assert.deepEqual(read.disks.get("Ref:1")!.image.subarray(0, MiB), block);
+    for (const [typeflag, what] of [["2", "symlink"], ["3", "character-device"], ["6", "fifo"]]) {
+      const member = Buffer.concat([memberHeader("Ref:1/00000000", 512, typeflag), Buffer.alloc(512, 0x78)]);
+      const cut = await bytesOf(tarOf([["ova.xml", OVA]]));
+      // ova.xml, then the odd member where the first block would be (the tar's end blocks cut off first).
+      const archive = Buffer.concat([cut.subarray(0, 512 + Math.ceil(ova.length / 512) * 512), member, Buffer.alloc(1024)]);
+      await assert.rejects(within(5000, readBack(Readable.from([archive]), oneBlock)), (error: Error) => error instanceof XvaReadError && error.message.includes(`a ${what}, not a file`));
+    }
   });
 
   test("bytes that are not a tar", async () => {
