@@ -275,7 +275,7 @@ describe("reader refuses bad archives", () => {
     const oneBlock = new Map([["Ref:1", MiB]]);
     const read = await within(5000, readBack(Readable.from([memberHeader("ova.xml", ova.length, "Z"), padded(ova), rest]), oneBlock));
     assert.deepEqual(read.disks.get("Ref:1")!.image.subarray(0, MiB), block);
-    for (const [typeflag, what] of [["2", "symlink"], ["3", "character-device"], ["6", "fifo"]]) {
+    for (const [typeflag, what] of [["2", "symlink"], ["3", "character-device"], ["6", "fifo"]] as const) {
       const member = Buffer.concat([memberHeader("Ref:1/00000000", 512, typeflag), Buffer.alloc(512, 0x78)]);
       const cut = await bytesOf(tarOf([["ova.xml", OVA]]));
       // ova.xml, then the odd member where the first block would be (the tar's end blocks cut off first).
