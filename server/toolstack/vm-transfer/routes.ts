@@ -101,6 +101,9 @@ function redirect(request: IncomingMessage, response: ServerResponse, url: URL, 
  */
 function requestBody(request: IncomingMessage, signal: AbortSignal): Readable {
   const body = new PassThrough();
+  // Its reader may come after it failed (a client gone before the body was attached): the reader finds the
+  // failure on the stream, which must not be thrown as unhandled meanwhile.
+  body.on("error", () => undefined);
   request.pipe(body);
   request.on("error", () => undefined);
   request.once("close", () => {
