@@ -19,7 +19,7 @@ import type { Blocklist, Volume } from "../storage/types.ts";
 import { type Attachment, plug, unplug } from "./datapath-session.ts";
 import { objectErrors } from "./object-errors.ts";
 import { type AttachedSr, attachedSr, DBG, hasFeature, requireLocal } from "./srs.ts";
-import { TASK_KIND_KEY, type TaskControl } from "./tasks.ts";
+import { LeftToNextStart, TASK_KIND_KEY, type TaskControl } from "./tasks.ts";
 import type { Toolstack } from "./toolstack.ts";
 import { announceChanges, fieldKeys, type LocatedVdi, markOperation, rememberVdi, setVolumeKeys, volumeFields } from "./vdi-records.ts";
 import { vdiRef } from "../xenapi/vdi-identity.ts";
@@ -81,8 +81,14 @@ async function failureReason(plugin: RegisteredPlugin, id: string): Promise<stri
   return "the operation failed; the datapath's diagnostics say no more";
 }
 
-function failure(state: DataTaskState, reason: string): XenApiError {
-  return state.what === "data-mirror" ? objectErrors.mirrorFailed(state.vdi, reason) : objectErrors.vdiCopyFailed(reason);
+async function failure(ts: Toolstack, state: DataTaskState, reason: string): Promise<XenApiError> {
+  if (state.what === "data-mirror") return objectErrors.mirrorFailed(state.vdi, reason);
+  // The datapath knows the destination of a VDI.copy only as a remote: say which volume it is.
+  if (state.destination === undefined) return objectErrors.vdiCopyFailed(reason);
+  const { sr: srRef, key } = state.destination;
+  const sr = await ts.objects.find("SR", srRef).catch(() => undefined);
+  const where = sr === undefined ? `SR ${srRef}` : `SR "${String(sr.record.name_label)}" (${String(sr.record.uuid)})`;
+  return objectErrors.vdiCopyFailed(`the copy into volume ${key} on ${where} failed: ${reason}`);
 }
 
 /** Follows the operation until it is complete: progress into the task, task.cancel as Data.cancel. */
@@ -91,6 +97,8 @@ async function follow(ts: Toolstack, control: TaskControl, state: DataTaskState)
   const { plugin } = await ts.storage.datapathFor([uri]);
   let cancelSent = false;
   for (let failures = 0; ; ) {
+    // The service stops: the operation goes on in its daemon, for the next start to follow.
+    if (control.stopping.aborted) throw new LeftToNextStart();
     if (control.signal.aborted && !cancelSent) {
       cancelSent = true;
       await plugin.client.call("Data.cancel", { dbg: DBG, operation }).catch((error: unknown) => console.error(`Data.cancel ${operation[1]}: ${message(error)}`));
@@ -101,14 +109,14 @@ async function follow(ts: Toolstack, control: TaskControl, state: DataTaskState)
       if (status.progress !== undefined) control.progress(status.progress);
       if (status.complete) {
         control.signal.throwIfAborted();
-        if (status.failed) throw failure(state, await failureReason(plugin, operation[1]));
+        if (status.failed) throw await failure(ts, state, await failureReason(plugin, operation[1]));
         return;
       }
     } catch (error) {
       // A plugin call that failed (not the operation) is tried again a few times: a busy host is no failure.
       if (!(error instanceof StorageError) || ++failures >= STAT_ATTEMPTS) throw error;
     }
-    await sleep(POLL_MS, undefined, { signal: control.signal }).catch(() => undefined);
+    await sleep(POLL_MS, undefined, { signal: AbortSignal.any([control.signal, control.stopping]) }).catch(() => undefined);
   }
 }
 
@@ -177,7 +185,8 @@ async function seeThrough(
     await done();
     control.signal.throwIfAborted();
   } catch (error) {
-    await cleanUp(ts, state, true);
+    // Left to the next start (the service stops): nothing is undone, the next start follows the operation.
+    if (!(error instanceof LeftToNextStart)) await cleanUp(ts, state, true);
     throw error;
   } finally {
     for (const release of releases) release();

@@ -36,6 +36,16 @@ class FailedByPool extends Error {}
 /** Why work bound to this process (an HTTP transfer, whose connection ends with it) stops when the service does. */
 class ServiceStopping extends Error {}
 
+/**
+ * What work that goes on elsewhere (an operation in a plugin's daemon) throws when it stops following it because the
+ * service stops (TaskControl.stopping): its task is left pending, as it is, for the next start to take over.
+ */
+export class LeftToNextStart extends Error {
+  constructor() {
+    super("the service stopped: the task is left to its next start");
+  }
+}
+
 /** How often work running here looks for a cancel asked on another host of the pool. */
 const REMOTE_CANCEL_POLL_MS = 500;
 
@@ -48,6 +58,11 @@ export interface TaskControl {
   progress(fraction: number): void;
   /** Records state a later run of the service needs to take the task over (other_config). */
   remember(key: string, value: string): Promise<void>;
+  /**
+   * Fires when the service stops. Work not bound to the process runs on unless it heeds this; work that only
+   * follows something running elsewhere (a mirror runs until cancelled) throws LeftToNextStart, undoing nothing.
+   */
+  readonly stopping: AbortSignal;
 }
 
 export type TaskWork = (control: TaskControl) => Promise<XenValue | undefined>;
@@ -63,6 +78,7 @@ export class Tasks {
   readonly #recoveries = new Map<string, TaskRecovery>();
   readonly #lastProgress = new Map<string, number>();
   readonly #hostIsLive: (hostRef: string) => Promise<boolean>;
+  readonly #stopping = new AbortController();
   #cancelPoll: NodeJS.Timeout | undefined;
 
   /** `hostIsLive` tells whether another host of the pool runs (its tasks are cancelled through the database). */
@@ -111,6 +127,7 @@ export class Tasks {
       remember: async (key, value) => {
         await this.#objects.update("task", ref, (r) => ({ ...r, other_config: { ...(r.other_config as Record<string, string>), [key]: value } }));
       },
+      stopping: this.#stopping.signal,
     };
     const settled = (async () => {
       try {
@@ -118,6 +135,8 @@ export class Tasks {
         if (controller.signal.aborted) throw xenErrors.taskCancelled(ref);
         await this.succeed(ref, result);
       } catch (error) {
+        // Nothing recorded: the task stays pending for the next start.
+        if (error instanceof LeftToNextStart) return;
         const reason: unknown = controller.signal.reason;
         if (reason instanceof FailedByPool) await this.#keepPoolFailure(ref);
         else if (reason instanceof ServiceStopping) await this.fail(ref, objectErrors.taskInterrupted(ref, "the toolstack stopped while the task ran; what it had made was removed"));
@@ -141,9 +160,11 @@ export class Tasks {
 
   /**
    * The service stops: work bound to this process is stopped and undoes what it made (its task fails with
-   * TASK_INTERRUPTED), waited for up to `limitMs`; what is still running then is left to the next start.
+   * TASK_INTERRUPTED), waited for up to `limitMs`; what is still running then is left to the next start. Other
+   * work is told (TaskControl.stopping): following a mirror, which runs until cancelled, kept the process alive.
    */
   async stop(limitMs: number): Promise<void> {
+    this.#stopping.abort();
     for (const ref of this.#boundToProcess.keys()) this.#running.get(ref)?.abort(new ServiceStopping());
     await Promise.race([Promise.all(this.#boundToProcess.values()), sleep(limitMs, undefined, { ref: false })]);
   }

@@ -104,6 +104,8 @@ export async function withWritersPaused<T>(conn: SrConnection, volumeId: number,
     // Another caller's change may release the writers before ours runs: ask again until they are all
     // paused at the moment our transaction looks.
     const attempt = transact(conn, (): { done: T } | null => {
+      // A writer that died writes no more: its handle is forgotten (as liveHandles does), nothing waits for it.
+      liveHandles(conn, `id IN (${ids.map(() => "?").join(", ")})`, ...ids);
       const states = ids.map((id) => statement(conn, "SELECT pause FROM handles WHERE id = ?").get(id) as { pause: string | null } | undefined);
       if (states.every((row) => !row || row.pause === "paused")) {
         const result = change();

@@ -71,7 +71,9 @@ export async function describeVm(ts: Toolstack, vm: StoredObject, date = new Dat
     const record = await vdiRecord(ts, vdi);
     add("VDI", vdiRef, record);
     const sr = await ts.objects.get("SR", vdi.sr.ref);
-    const srRecord = sr.record;
+    // Without its space figures, which change with every write to the SR: the export's bytes, and so its ETag (a
+    // resumed download's `etag`), are the VM's, not the SR's of the moment.
+    const { physical_size: _size, physical_utilisation: _used, virtual_allocation: _allocated, ...srRecord } = sr.record;
     add("SR", sr.ref, srRecord);
     if (vbd.record.type !== "CD" && vbd.record.empty !== true && srRecord.content_type !== "iso") disks.push({ ref: vdiRef, vdi, size: Number(record.virtual_size) });
   }

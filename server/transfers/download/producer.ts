@@ -321,6 +321,7 @@ async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from
   const job = new ExportJob(meta, from, task, pool);
   registry.jobs.set(meta.id, job);
   void (async () => {
+    let diskFull = false;
     try {
       let nextCheck = from + SPACE_CHECK_BYTES;
       const write = async (chunks: Buffer[]) => {
@@ -357,10 +358,13 @@ async function run(meta: SpoolMeta, response: BlockAnswer, pool: BlockPool, from
       // The toolstack's answer is not read on: its connection goes, and the export's task with it (a paused
       // socket would hold the export, and its disks plugged, for good).
       response.cancel();
+      diskFull = failure.status === 507;
       job.finish(failure);
     } finally {
       await spool.close();
       if (registry.jobs.get(meta.id) === job) registry.jobs.delete(meta.id);
+      // Half an export kept on a full disk only keeps it full (a later download starts the export again).
+      if (diskFull) await removeSpool(meta.id).catch(() => undefined);
     }
   })();
   return job;

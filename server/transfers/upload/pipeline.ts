@@ -48,6 +48,8 @@ export function ensurePipeline(state: UploadState, hooks: PipelineHooks): Import
   void pipeline
     .run()
     .then(() => pipeline.ended)
+    // Its outcome could not be recorded (the disk failing): said, not left as an unhandled rejection.
+    .catch((error: unknown) => console.error(`upload ${state.id}: recording its outcome: ${error instanceof Error ? error.message : String(error)}`))
     .finally(() => {
       if (registry.get(state.id) === pipeline) registry.delete(state.id);
     });

@@ -6,6 +6,7 @@ import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { hostUuid } from "../../../config.ts";
 import { type FdReceiver, startFdReceiver } from "../../../nbd/fd-receiver.ts";
+import type { NbdClient } from "../../../nbd/client.ts";
 import { NbdServer } from "../../../nbd/server.ts";
 import * as filesr from "../../filesr/index.ts";
 import { serveControl, type ControlHandlers } from "../../runtime/control-server.ts";
@@ -24,6 +25,15 @@ import { thisWorker } from "./worker.ts";
 const CHECKPOINT_MS = 500;
 /** A daemon nobody attached and that runs nothing leaves after this long (e.g. its caller died). */
 const IDLE_EXIT_MS = 10_000;
+/** How often a mirror looks whether its remote is still there (it writes to it only when the VM writes). */
+const REMOTE_WATCH_MS = 500;
+
+/** Why a copy or mirror failed: when its connection to the remote ended under it, that, naming the remote. */
+function remoteFailure(error: unknown, target: NbdClient, remote: string): unknown {
+  const ended = target.failure;
+  if (ended === null) return error;
+  return new Error(`the connection to the remote ${redactRemote(remote)} ended: ${ended.message}`, { cause: error });
+}
 
 interface Running {
   kind: OperationRecord["kind"];
@@ -117,7 +127,7 @@ async function runVolumeDaemon(uri: string): Promise<void> {
         await flushTarget(target);
         finish(record, "succeeded");
       } catch (error) {
-        finish(record, "failed", error);
+        finish(record, "failed", remoteFailure(error, target, remote));
       } finally {
         await target.close().catch(() => undefined);
         running.delete(id);
@@ -146,8 +156,15 @@ async function runVolumeDaemon(uri: string): Promise<void> {
     const record = newRecord(id, "mirror", remote);
     writeOperation(record, { durable: true });
     let closed: Promise<void> | undefined;
+    // A remote that goes away ends the mirror when it goes, not at the VM's next write: until then an idle VM's
+    // mirror would say it runs while it mirrors to nothing.
+    const watch = setInterval(() => {
+      if (target.failure !== null) void end("failed", remoteFailure(target.failure, target, remote));
+    }, REMOTE_WATCH_MS);
+    watch.unref();
     const end = (state: "succeeded" | "failed", error?: unknown): Promise<void> => {
       if (closed !== undefined) return closed;
+      clearInterval(watch);
       volume.removeSink(mirror);
       if (state === "failed") mirror.drop();
       finish(record, state, error);
@@ -157,7 +174,7 @@ async function runVolumeDaemon(uri: string): Promise<void> {
         .finally(() => running.delete(id));
       return closed;
     };
-    const mirror = new Mirror(target, (error) => void end("failed", error));
+    const mirror = new Mirror(target, (error) => void end("failed", remoteFailure(error, target, remote)));
     volume.addSink(mirror);
     // A mirror ends well when the datapath stops serving: every write the volume took reached the remote.
     running.set(id, { kind: "mirror", cancel: (reason) => void end("failed", new Error(reason)), stop: () => end("succeeded") });
