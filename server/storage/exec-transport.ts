@@ -1,16 +1,15 @@
 // The xapi-storage-script convention (compat-notes §1): run `<dir>/<Interface>.<method> --json`, params as one
 // line on stdin, the bare result on stdout; a non-zero exit prints an error object instead.
-import { spawn } from "node:child_process";
 import { constants } from "node:fs";
 import { access, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { CALLER_CODES, StorageError, parseWireError } from "./errors.ts";
 import { parseWireJson } from "./json.ts";
+import { runScript, type ScriptRun } from "./spawner.ts";
 import type { Transport } from "./transport.ts";
 
 export const DEFAULT_TIMEOUT_MS = 60_000;
 const DEFAULT_MAX_OUTPUT_BYTES = 512 * 1024 * 1024;
-const STDERR_TAIL_BYTES = 4096;
 
 export interface ExecTransportOptions {
   /** Kill the script's whole process group after this long (default 60 s). */
@@ -28,13 +27,13 @@ export function createExecTransport(dir: string, plugin: string, options: ExecTr
       const script = await findScript(dir, method, plugin);
       let run: ScriptRun;
       try {
-        run = await runScript(script, paramsJson, timeoutMs, maxOutputBytes);
+        run = await runScript({ script, args: ["--json"], input: `${paramsJson}\n`, timeoutMs, maxOutputBytes });
       } catch (error) {
         // e.g. a `#!` line naming an interpreter this host lacks: the script exists but cannot start.
         const why = `cannot start ${script}: ${(error as Error).message}`;
         throw new StorageError(CALLER_CODES.scriptFailed, [plugin, method, why], `plugin ${plugin} ${method}: ${why}`);
       }
-      return interpret(run, plugin, method);
+      return interpret(run, timeoutMs, plugin, method);
     },
   };
 }
@@ -63,77 +62,12 @@ export async function findScript(dir: string, method: string, plugin: string): P
   return path;
 }
 
-interface ScriptRun {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: Buffer;
-  stderrTail: string;
-  timedOut: boolean;
-  timeoutMs: number;
-  overflowed: boolean;
-}
-
-function runScript(script: string, input: string, timeoutMs: number, maxOutputBytes: number): Promise<ScriptRun> {
-  return new Promise((resolve, reject) => {
-    // detached: the script leads its own process group, so a timeout can kill everything it started.
-    const child = spawn(script, ["--json"], { detached: true, stdio: ["pipe", "pipe", "pipe"] });
-    const stdout: Buffer[] = [];
-    let stdoutBytes = 0;
-    let stderrTail = Buffer.alloc(0);
-    let timedOut = false;
-    let overflowed = false;
-    const killGroup = () => {
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    };
-    const timer = setTimeout(() => {
-      timedOut = true;
-      killGroup();
-    }, timeoutMs);
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdoutBytes += chunk.length;
-      if (stdoutBytes > maxOutputBytes) {
-        if (!overflowed) killGroup();
-        overflowed = true;
-        return;
-      }
-      stdout.push(chunk);
-    });
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderrTail = Buffer.concat([stderrTail, chunk]);
-      if (stderrTail.length > STDERR_TAIL_BYTES) stderrTail = stderrTail.subarray(stderrTail.length - STDERR_TAIL_BYTES);
-    });
-    // A script that exits without reading stdin closes the pipe; that is its business, not an error.
-    child.stdin.on("error", () => {});
-    child.stdin.end(`${input}\n`);
-    child.on("error", (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({
-        code,
-        signal,
-        stdout: Buffer.concat(stdout),
-        stderrTail: stderrTail.toString("utf8").trim(),
-        timedOut,
-        timeoutMs,
-        overflowed,
-      });
-    });
-  });
-}
-
-function interpret(run: ScriptRun, plugin: string, method: string): unknown {
+function interpret(run: ScriptRun, timeoutMs: number, plugin: string, method: string): unknown {
   const failed = (why: string) => {
     const tail = run.stderrTail === "" ? "" : `; stderr: ${run.stderrTail}`;
     return new StorageError(CALLER_CODES.scriptFailed, [plugin, method, why, run.stderrTail], `plugin ${plugin} ${method}: ${why}${tail}`);
   };
-  if (run.timedOut) throw failed(`timed out after ${run.timeoutMs / 1000} s; its process group was killed`);
+  if (run.timedOut) throw failed(`timed out after ${timeoutMs / 1000} s; its process group was killed`);
   if (run.overflowed) throw failed(`printed more output than the limit allows`);
   if (run.signal !== null) throw failed(`killed by signal ${run.signal}`);
   const text = run.stdout.toString("utf8");
