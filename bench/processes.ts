@@ -86,6 +86,12 @@ export async function startService(command: string, args: readonly string[], soc
 }
 
 
+/** A live process's resident memory now, bytes (NaN when /proc does not say). */
+export function rssBytes(pid: number): number {
+  const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return match === null ? Number.NaN : Number(match[1]) * 1024;
+}
+
 /** CPU seconds (user + system, all threads) a live process has used so far. */
 export function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");

@@ -9,6 +9,7 @@ const SUITES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   xva: () => import("./xva.ts"),
   transfers: () => import("./transfers.ts"),
   pool: () => import("./pool.ts"),
+  load: () => import("./load.ts"),
 };
 
 const names = argv.slice(2);

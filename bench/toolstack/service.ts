@@ -16,6 +16,7 @@ export interface BenchService {
   /** Base URL, ending in "/". */
   readonly url: string;
   readonly dataDir: string;
+  readonly pid: number;
   readonly client: XenApiClient;
   /** CPU seconds so far: the service's own, and its plugin processes' (children it has waited for). */
   cpu(): { own: number; plugins: number };
@@ -37,6 +38,7 @@ export async function startBenchService(dataDir: string, env: Record<string, str
     return {
       url: serve.url,
       dataDir,
+      pid: serve.pid,
       client,
       cpu: () => ({ own: cpuSeconds(serve.pid), plugins: childrenCpuSeconds(serve.pid) }),
       stop: serve.stop,

@@ -6,7 +6,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { XenApiClient } from "../../server/xenapi/client.ts";
 import { ROOT_PASSWORD, startServeProcess } from "../../server/toolstack/testing.ts";
-import { cpuSeconds } from "../processes.ts";
+import { cpuSeconds, rssBytes } from "../processes.ts";
 import { processesWithEnv } from "../../server/stray-processes.ts";
 
 export interface XvaService {
@@ -101,6 +101,5 @@ export function meterService(service: XvaService): () => Cost {
 
 /** The service's resident set now, bytes. */
 export function currentRss(service: XvaService): number {
-  const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${service.pid}/status`, "utf8"));
-  return match === null ? Number.NaN : Number(match[1]) * 1024;
+  return rssBytes(service.pid);
 }
