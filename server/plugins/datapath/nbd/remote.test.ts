@@ -129,10 +129,10 @@ describe("Data.copy / Data.mirror to remotes that fail", () => {
     const record = readOperation(operation[1]);
     assert.equal(record?.state, "failed");
     const reason = record.error ?? "";
-    assert.ok(reason.startsWith(`NBD request to ${remote} timed out after 0.5 s (no reply to `), reason);
+    assert.ok(reason.startsWith(`the connection to the remote ${remote} ended: NBD request to ${remote} timed out after 0.5 s (no reply to `), reason);
     // Data.stat has no field for the reason: diagnostics shows it to the administrator.
     const diagnostics = await hangar.nbd.call("Plugin.diagnostics", { dbg });
-    assert.match(diagnostics, new RegExp(`copy ${operation[1]} failed at \\S+: NBD request to `));
+    assert.match(diagnostics, new RegExp(`copy ${operation[1]} failed at \\S+: the connection to the remote \\S+ ended: NBD request to `));
     await hangar.nbd.call("Data.destroy", { dbg, operation });
   });
 });
