@@ -9,6 +9,7 @@ import { z, ZodError } from "zod";
 import { type ConsoleSession, clientFor, sessionFromHeaders } from "../auth/session.ts";
 import { defaultPluginRoot } from "../storage/registry.ts";
 import type { XenApiClient } from "../xenapi/client.ts";
+import { XenApiError } from "../xenapi/errors.ts";
 import { consoleError } from "./xenapi-error.ts";
 
 /**
@@ -66,6 +67,14 @@ export const publicProcedure = t.procedure;
 export const authedProcedure = t.procedure.use(async ({ ctx, next }) => {
   if (ctx.session === undefined) throw new TRPCError({ code: "UNAUTHORIZED", message: "Log in to use the console." });
   const xapi: XenApiClient = clientFor(ctx.session);
+  // The cookie says who logged in, not that the session still holds: the toolstack is asked first, so that a
+  // procedure that never asks it (plugins, conformance, uploads) refuses a session logged out since as the
+  // others do. A toolstack that does not answer leaves that to the procedure (its own words, SERVICE_UNAVAILABLE).
+  try {
+    await xapi.call(z.string(), "session.get_uuid", ctx.session.session);
+  } catch (error) {
+    if (error instanceof XenApiError && error.code === "SESSION_INVALID") throw consoleError(error);
+  }
   const result = await next({ ctx: { ...ctx, session: ctx.session, xapi } });
   if (!result.ok) throw consoleError(result.error);
   return result;

@@ -9,7 +9,9 @@ import { appRouter, createCaller } from "../root.ts";
 
 const fixtureRoot = resolve(import.meta.dirname, "../../storage/fixtures/python-root");
 const xapiRoot = resolve(import.meta.dirname, "../../storage/fixtures/xapi-root");
-// Listing plugins never asks the toolstack, so a session the console sealed is all these callers need.
+// Listing plugins never asks the toolstack, so a session the console sealed is all these callers need (every
+// procedure asks the toolstack whether the session holds first, and goes on when it cannot be reached: here it cannot).
+process.env.HANGAR_TOOLSTACK_URL = "http://127.0.0.1:9";
 const session = { session: "OpaqueRef:plugins-test", user: "root", since: 0 };
 const callerFor = (pluginRoot: string) => createCaller({ headers: new Headers(), pluginRoot, session });
 

@@ -165,8 +165,12 @@ interface Registry {
   /** Spools being read right now (id → readers), kept by the sweep. */
   readers: Map<string, number>;
   sweeper: NodeJS.Timeout | undefined;
+  /** Exports whose producer is being set up (its meta written, its spool opened), by spool id. */
+  starting: Map<string, Promise<ExportJob>>;
 }
-const registry: Registry = ((globalThis as { __hangarExportJobs?: Registry }).__hangarExportJobs ??= { jobs: new Map(), readers: new Map(), sweeper: undefined });
+const registry: Registry = ((globalThis as { __hangarExportJobs?: Registry }).__hangarExportJobs ??= { jobs: new Map(), readers: new Map(), sweeper: undefined, starting: new Map() });
+// (A registry a hot reload kept from before `starting` was.)
+registry.starting ??= new Map();
 
 export function runningJob(id: string): ExportJob | undefined {
   const job = registry.jobs.get(id);
@@ -277,8 +281,23 @@ export async function startExport(request: ExportRequest): Promise<ExportJob> {
     created: Date.now(),
     size: null,
   };
-  await writeMeta(meta);
-  return run(meta, response, pool, 0, response.header("task-id") ?? undefined);
+  // Exports of the VM started in the same second are the same bytes (the ETag, and the spool, name them): the
+  // first one's producer writes the spool, the others follow it (two would write one file, and one meta).
+  const same = runningJob(meta.id) ?? registry.starting.get(meta.id);
+  if (same !== undefined) {
+    response.cancel();
+    return same;
+  }
+  const starting = (async () => {
+    await writeMeta(meta);
+    return run(meta, response, pool, 0, response.header("task-id") ?? undefined);
+  })();
+  registry.starting.set(meta.id, starting);
+  try {
+    return await starting;
+  } finally {
+    registry.starting.delete(meta.id);
+  }
 }
 
 /**

@@ -7,7 +7,7 @@
 // from the toolstack with `offset` + `etag`; a VM changed since gets the whole new export (200).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
-import { sessionFromHeaders } from "../../auth/session.ts";
+import { isSessionValid, sessionFromHeaders } from "../../auth/session.ts";
 import { webHeaders } from "../../web-headers.ts";
 import { alignedBuffers, DIRECT_ALIGN, SpoolReader } from "../block-spool.ts";
 import { addReader, continueExport, DownloadError, type ExportJob, type LiveReader, OWN_BYTES, runningJob, type SpoolPiece, startExport } from "./producer.ts";
@@ -222,6 +222,10 @@ async function answer(method: string, url: URL, headers: Headers, file: string):
   const { compression, task } = query.data;
   const vmUuid = uuid.data.toLowerCase();
   if (method === "HEAD") return { status: 200, headers: { "content-type": "application/octet-stream", "accept-ranges": "bytes", "cache-control": "no-store" }, body: null };
+  // A spool (complete, or being written by another download) is served without the toolstack: it is asked first
+  // whether the session still holds, so that the cookie of a session logged out since opens no export. A
+  // toolstack that does not answer leaves it to the export, as a page does (requireSession).
+  if (!(await isSessionValid(session).catch(() => true))) return textAnswer(401, "Your console session has ended: log in again to download the export.");
   const range = parseRange(headers.get("range"));
   const ifRange = headers.get("if-range");
   try {

@@ -7,7 +7,7 @@ import { FileStore } from "@tus/file-store";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import { EVENTS, MemoryLocker, Server, type Upload } from "@tus/server";
-import { sessionFromHeaders, clientFor, type ConsoleSession } from "../../auth/session.ts";
+import { sessionFromHeaders, clientFor, isSessionValid, type ConsoleSession } from "../../auth/session.ts";
 import { webHeaders } from "../../web-headers.ts";
 import { cancelPipeline, ensurePipeline, failUpload, notifyUpload, runningPipeline } from "./pipeline.ts";
 import { transferMinFreeBytes, transferRetentionMs } from "../settings.ts";
@@ -16,6 +16,8 @@ import { checkUpload, UploadRefusal } from "./validate.ts";
 import { acceptedOffset, closeSpool, receivePatch } from "./receive.ts";
 
 export const UPLOAD_PATH = "/api/upload";
+/** What an upload's id is made of (tus names uploads in hex); the spool's other files have a dot in their names. */
+const UPLOAD_ID_FORM = /^[A-Za-z0-9_-]+$/;
 const SWEEP_MS = 10 * 60_000;
 
 interface Tus {
@@ -56,6 +58,24 @@ async function resume(store: FileStore, state: UploadState, session: ConsoleSess
   ensurePipeline(fresh, { removeSpool: (id) => removeSpool(store, id) });
 }
 
+/** How long the toolstack's word that a session holds is taken (a PATCH every few ms need not ask each time). */
+const SESSION_CHECK_MS = 5_000;
+const checkedSessions = ((globalThis as { __hangarTusSessions?: Map<string, number> }).__hangarTusSessions ??= new Map());
+
+/**
+ * Whether the toolstack still honours the session: the cookie says who logged in, not that the session holds
+ * (a cookie of a session logged out since must not go on with an upload). A toolstack that does not answer
+ * leaves it to the import, as a page does (requireSession).
+ */
+async function sessionHolds(session: ConsoleSession): Promise<boolean> {
+  const now = Date.now();
+  if (now - (checkedSessions.get(session.session) ?? -Infinity) < SESSION_CHECK_MS) return true;
+  const holds = await isSessionValid(session).catch(() => true);
+  for (const [ref, at] of checkedSessions) if (now - at >= SESSION_CHECK_MS) checkedSessions.delete(ref);
+  if (holds) checkedSessions.set(session.session, now);
+  return holds;
+}
+
 /**
  * What every tus request must pass: the console session, and for an existing upload its owner and a state
  * that takes the method (a resume restarts the import if it is not running).
@@ -63,10 +83,14 @@ async function resume(store: FileStore, state: UploadState, session: ConsoleSess
 async function admit(method: string, headers: Headers, id: string): Promise<void> {
   const session = sessionOf(headers);
   if (method === "POST" || method === "OPTIONS") return;
+  // Only an upload's id names an upload: `<id>.json` or `<id>.import-state` would pass the owner check below
+  // (which finds no state for them) and let tus's store remove that file of someone's upload.
+  if (!UPLOAD_ID_FORM.test(id)) throw refusal(404, "There is no such upload.");
   // A running import holds the upload's state in memory: no disk read on every PATCH.
   const state = runningPipeline(id)?.state ?? (await readState(id));
   if (state === undefined) return;
   if (state.user !== session.user) throw refusal(403, "This upload belongs to another user.");
+  if (!(await sessionHolds(session))) throw refusal(401, "Your session has ended: log in to the console again to go on with the upload.");
   if (state.status === "failed" && method !== "DELETE") throw refusal(422, state.error ?? "The import failed.");
   if (state.status === "cancelled" && method !== "DELETE") throw refusal(410, "This upload was cancelled.");
   if (method === "PATCH" || method === "HEAD") await resume(tus().store, state, session);
@@ -162,7 +186,7 @@ export async function resumeCompleteUploads(): Promise<void> {
   }
 }
 
-const UPLOAD_ID = new RegExp(`^${UPLOAD_PATH}/([A-Za-z0-9_-]+)$`);
+const UPLOAD_ID = new RegExp(`^${UPLOAD_PATH}/(${UPLOAD_ID_FORM.source.slice(1, -1)})$`);
 
 /** The route: a PATCH of an upload's bytes is received here (receive.ts), every other request by @tus/server. */
 export async function handleUpload(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -195,7 +219,10 @@ async function answerByTus(server: Server, req: IncomingMessage, res: ServerResp
   const hasBody = req.method !== "GET" && req.method !== "HEAD" && req.method !== "OPTIONS";
   const request = new Request(new URL(req.url ?? "/", "http://console"), { method: req.method, headers, body: hasBody ? (Readable.toWeb(req) as ReadableStream<Uint8Array>) : undefined, duplex: "half" } as RequestInit);
   const response = await server.handleWeb(request);
-  res.writeHead(response.status, Object.fromEntries(response.headers));
+  // A body tus left unread (a refusal before it got to it) is still on the connection, where the client's next
+  // request would be read as its rest: the connection goes with this answer.
+  const unread = hasBody && !req.complete;
+  res.writeHead(response.status, { ...Object.fromEntries(response.headers), ...(unread ? { connection: "close" } : {}) });
   res.end(req.method === "HEAD" ? undefined : Buffer.from(await response.arrayBuffer()));
 }
 
