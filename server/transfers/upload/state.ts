@@ -71,12 +71,27 @@ export async function readState(id: string): Promise<UploadState | undefined> {
   }
 }
 
-/** Writes atomically (rename), so a crash never leaves half a state file. */
-export async function writeState(state: UploadState): Promise<void> {
+/** Writes of each state file under way, so that they run one after another (see writeState). */
+const writing = new Map<string, Promise<void>>();
+
+/**
+ * Writes atomically (rename), so a crash never leaves half a state file. Writes of one upload's state run in
+ * the order asked: two at once shared the temporary file, and the second rename failed (ENOENT), or an older
+ * state could land last.
+ */
+export function writeState(state: UploadState): Promise<void> {
   const file = stateFile(state.id);
-  const tmp = `${file}.${process.pid}.tmp`;
-  await writeFile(tmp, JSON.stringify({ ...state, updated: Date.now() }), { mode: 0o600 });
-  await rename(tmp, file);
+  const text = JSON.stringify({ ...state, updated: Date.now() });
+  const written = (writing.get(file) ?? Promise.resolve()).catch(() => undefined).then(async () => {
+    const tmp = `${file}.${process.pid}.tmp`;
+    await writeFile(tmp, text, { mode: 0o600 });
+    await rename(tmp, file);
+  });
+  writing.set(file, written);
+  void written.finally(() => {
+    if (writing.get(file) === written) writing.delete(file);
+  }).catch(() => undefined);
+  return written;
 }
 
 export async function removeState(id: string): Promise<void> {
