@@ -3,6 +3,7 @@
 // runs on the event loop. Measured: a start took 2 ms at 50 MiB RSS, 20 ms at 250 MiB and 54 ms at 850 MiB;
 // under load (20 imports) the toolstack spent 16 s of its event loop in spawn and stalled up to 0.9 s.
 import { type ChildProcess, fork } from "node:child_process";
+import { run } from "./run-script.ts";
 
 /** The niceness plugin scripts and their daemons run at (see spawner-process.ts). */
 export const PLUGIN_NICENESS = 10;
@@ -37,6 +38,16 @@ interface Spawner {
 
 let current: Spawner | undefined;
 let nextId = 0;
+let enabled = false;
+
+/**
+ * Plugin scripts of this process go through the spawner from now on: `hangar serve` asks for it (its memory, and
+ * so each fork, is what grows). Other callers (the CLI, the console, whose bundler cannot start the spawner's
+ * source as a process) start scripts themselves.
+ */
+export function enableSpawner(): void {
+  enabled = true;
+}
 
 function start(): Spawner {
   // An environment of its own that names nothing of ours: the processes a test finds by its data dir are the
@@ -69,6 +80,7 @@ function idle(spawner: Spawner): void {
 
 /** Runs a plugin script with `input` on its stdin; answers how it ended. */
 export function runScript(request: Omit<RunRequest, "id" | "env" | "cwd">): Promise<ScriptRun> {
+  if (!enabled) return run({ ...request, id: 0, env: process.env, cwd: process.cwd() });
   const spawner = (current ??= start());
   spawner.child.ref();
   spawner.child.channel?.ref();

@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { generate } from "selfsigned";
+import { enableSpawner } from "../storage/spawner.ts";
 import { createHandler, type HttpOptions } from "./http.ts";
 import { type Feature, openToolstack, TASK_STOP_MS, type Toolstack, type ToolstackOptions } from "./toolstack.ts";
 
@@ -77,6 +78,7 @@ function listen(server: Server, port: number, address?: string): Promise<number>
 }
 
 export async function serveToolstack(options: ServeOptions): Promise<RunningToolstack> {
+  enableSpawner();
   const ts = await openToolstack(options, options.features ?? []);
   try {
     const routes = Object.assign({}, ...(options.features ?? []).map((feature) => feature.routes ?? {}), options.routes);
