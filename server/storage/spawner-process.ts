@@ -1,7 +1,7 @@
 // The small process spawner.ts starts: it starts plugin scripts for its parent and answers each run's outcome.
 // It holds next to nothing, so the fork() behind each start is cheap here (see spawner.ts).
 import { setPriority } from "node:os";
-import { run } from "./run-script.ts";
+import { killRunning, run } from "./run-script.ts";
 import { PLUGIN_NICENESS, type RunReply, type RunRequest } from "./spawner.ts";
 
 // Plugin scripts, and the daemons they start, run niced (they inherit it): on a busy host the toolstack's own
@@ -18,5 +18,10 @@ process.on("message", (request: RunRequest) => {
     (error: unknown): RunReply => ({ id: request.id, error: error instanceof Error ? error.message : String(error) }),
   ).then((reply) => process.send!(reply));
 });
-// The parent is gone: scripts still running go on (they are detached), as they would have without this process.
-process.on("disconnect", () => process.exit(0));
+// The parent is gone, ended or killed: no one waits for the scripts still under way, so they stop as a time-out
+// stops them. A call that made something the parent never heard of is undone by
+// its next start (toolstack/volume-intents.ts), which must not find such a call still running.
+process.on("disconnect", () => {
+  killRunning();
+  process.exit(0);
+});

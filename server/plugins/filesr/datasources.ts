@@ -12,6 +12,7 @@ import { connectSr, readSr, statement, transact, type SrConnection } from "./db.
 import { deleteHandle, insertHandle, liveHandles } from "./handles.ts";
 import { datasourceUid } from "./sr.ts";
 import { readSrIo, retireDeadIoRecorders, type IoCounters } from "./stats.ts";
+import { spawnDetached } from "../../detached-process.ts";
 
 export { readRrddFile, type DatasourceMeta, type RrddFile } from "../../storage/rrdd.ts";
 
@@ -114,8 +115,7 @@ export async function runDatasourceDaemon(
 /** Starts runDatasourceDaemon in a detached background process (call it from SR.attach); returns its pid. */
 export function startDatasourceDaemon(srPath: string, dir = defaultMetricsDir(), intervalMs = 5000): number {
   const main = fileURLToPath(new URL("./datasource-daemon-main.ts", import.meta.url));
-  // Loaded on use: most plugin calls start no process, and node:child_process costs milliseconds to load.
-  const child = process.getBuiltinModule("node:child_process").spawn(process.execPath, [main, path.resolve(srPath), dir, String(intervalMs)], { detached: true, stdio: "ignore" });
+  const child = spawnDetached(process.execPath, [main, path.resolve(srPath), dir, String(intervalMs)], { stdio: "ignore" });
   child.unref();
   return child.pid ?? -1;
 }

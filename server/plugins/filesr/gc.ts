@@ -18,6 +18,7 @@ import { isTemporaryFile, removeFilesSync } from "./durable.ts";
 import { pruneCbtLogs } from "./cbt.ts";
 import { fdatasync, readFull, writeFull } from "./file-io.ts";
 import { retireDeadIoRecorders } from "./stats.ts";
+import { spawnDetached } from "../../detached-process.ts";
 
 const CHUNK = 4 * 1024 * 1024;
 
@@ -211,8 +212,7 @@ export async function collectGarbage(srPath: string): Promise<GcReport> {
 /** Starts collectGarbage(srPath) in a detached background process; returns its pid. */
 export function startGarbageCollector(srPath: string): number {
   const main = fileURLToPath(new URL("./gc-main.ts", import.meta.url));
-  // Loaded on use: most plugin calls start no process, and node:child_process costs milliseconds to load.
-  const child = process.getBuiltinModule("node:child_process").spawn(process.execPath, [main, path.resolve(srPath)], { detached: true, stdio: "ignore" });
+  const child = spawnDetached(process.execPath, [main, path.resolve(srPath)], { stdio: "ignore" });
   child.unref();
   return child.pid ?? -1;
 }

@@ -8,6 +8,7 @@ import { nodeBinary } from "../../config.ts";
 import { isPidRunning } from "../filesr/liveness.ts";
 import { daemonLog, daemonsDir, openDaemonLog } from "./daemon-log.ts";
 import { withLockFile } from "./lock-file.ts";
+import { spawnDetached } from "../../detached-process.ts";
 
 export interface Daemon {
   name: string;
@@ -51,9 +52,7 @@ export async function ensureDaemon(name: string, script: string, args: string[],
     if ((await findDaemon(name)) !== undefined) return;
     rmSync(p.controlSocket, { force: true });
     const log = openDaemonLog(name);
-    // Loaded on use: most plugin calls start no process, and node:child_process costs milliseconds to load.
-    const child = process.getBuiltinModule("node:child_process").spawn(nodeBinary(), [script, ...args], {
-      detached: true,
+    const child = spawnDetached(nodeBinary(), [script, ...args], {
       stdio: ["ignore", log, log],
       env: { ...process.env, ...env, HANGAR_DAEMON_NAME: name },
     });

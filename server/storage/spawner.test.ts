@@ -1,0 +1,61 @@
+// The spawner of `hangar serve`: scripts run through it answer as when run directly, and when the process that
+// asked for them dies (kill -9), the scripts still under way stop with it instead of finishing for no one.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { enableSpawner, runScript } from "./spawner.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "hangar-spawner-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return !readFileSync(`/proc/${pid}/stat`, "utf8").includes(") Z ");
+  } catch {
+    return false;
+  }
+};
+
+describe("the plugin script spawner", () => {
+  test("a script's exit, stdout and stderr come back through it", async () => {
+    enableSpawner();
+    const run = await runScript({ script: "/bin/sh", args: ["-c", "cat; echo oops >&2; exit 3"], input: "hello", timeoutMs: 10_000, maxOutputBytes: 1024 });
+    assert.equal(run.code, 3);
+    assert.equal(run.stdout.toString(), "hello");
+    assert.equal(run.stderrTail, "oops");
+  });
+
+  test("kill -9 of its caller: the scripts under way are killed, with what they started in their group", async () => {
+    const pids = join(dir, "pids");
+    const caller = spawn(
+      process.execPath,
+      [
+        "--input-type=module",
+        "-e",
+        `import { enableSpawner, runScript } from ${JSON.stringify(new URL("./spawner.ts", import.meta.url).href)};
+         enableSpawner();
+         void runScript({ script: "/bin/sh", args: ["-c", "sleep 60 & echo $$ $! > ${pids}; wait"], input: "", timeoutMs: 60_000, maxOutputBytes: 1024 });`,
+      ],
+      { stdio: "inherit" },
+    );
+    let started: number[] = [];
+    for (let waited = 0; started.length < 2 && waited < 10_000; waited += 50) {
+      await sleep(50);
+      try {
+        started = readFileSync(pids, "utf8").trim().split(" ").map(Number);
+      } catch {
+        // not yet
+      }
+    }
+    assert.equal(started.length, 2, "the script started");
+    assert.ok(started.every(alive));
+    caller.kill("SIGKILL");
+    for (let waited = 0; started.some(alive) && waited < 5000; waited += 50) await sleep(50);
+    assert.deepEqual(started.filter(alive), [], "the script and its child are gone");
+  });
+});
