@@ -22,6 +22,8 @@ import { type AttachedSr, attachedSr, DBG, hasFeature, requireLocal } from "./sr
 import { LeftToNextStart, TASK_KIND_KEY, type TaskControl } from "./tasks.ts";
 import type { Toolstack } from "./toolstack.ts";
 import { announceChanges, fieldKeys, type LocatedVdi, markOperation, rememberVdi, setVolumeKeys, volumeFields } from "./vdi-records.ts";
+import { handOverVolume, makeVolume } from "./volume-intents.ts";
+import type { Queryable } from "./db/database.ts";
 import { vdiRef } from "../xenapi/vdi-identity.ts";
 import type { XenApiError } from "../xenapi/errors.ts";
 import type { XenRecord, XenValue } from "../xenapi/values.ts";
@@ -51,7 +53,7 @@ const ZState = z.object({
 });
 type DataTaskState = z.infer<typeof ZState>;
 
-const save = (control: TaskControl, state: DataTaskState) => control.remember(STATE_KEY, JSON.stringify(state));
+const save = (control: TaskControl, state: DataTaskState, tx?: Queryable) => control.remember(STATE_KEY, JSON.stringify(state), tx);
 
 const message = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
@@ -213,17 +215,21 @@ export async function copyVdi(ts: Toolstack, control: TaskControl, source: Locat
     control,
     state,
     async (busy) => {
-      created = await dest.plugin.client.call("Volume.create", {
-        dbg: DBG,
-        sr: dest.uri,
-        name: volume.name,
-        description: volume.description,
-        size: volume.virtual_size,
-        sharable: volume.sharable,
+      const create = () =>
+        dest.plugin.client.call("Volume.create", {
+          dbg: DBG,
+          sr: dest.uri,
+          name: volume.name,
+          description: volume.description,
+          size: volume.virtual_size,
+          sharable: volume.sharable,
+        });
+      // From the moment the task's state names the destination, the task's own recovery undoes it.
+      created = await handOverVolume(ts, dest, create, async (made, tx) => {
+        state.destination = { sr: dest.ref, key: made.key };
+        busy(vdiRef(dest.uuid, made.key));
+        await save(control, state, tx);
       });
-      state.destination = { sr: dest.ref, key: created.key };
-      busy(vdiRef(dest.uuid, created.key));
-      await save(control, state);
       await setVolumeKeys(dest, created.key, fieldKeys(volumeFields(volume)), { undo: false });
       await announceChanges(ts, dest.ref);
       const domain = `hangar-${randomUUID()}`;
@@ -253,10 +259,12 @@ async function copyVolume(ts: Toolstack, source: LocatedVdi, dest: AttachedSr, v
   if (source.sr.plugin.dir !== dest.plugin.dir || !hasFeature(source.sr.plugin, "VDI_COPY")) {
     throw objectErrors.vdiCopyFailed(`the ${source.sr.type} datapath has no Data.copy, and Volume.copy needs both SRs of one plugin declaring VDI_COPY`);
   }
-  const copied = await source.sr.plugin.client.call("Volume.copy", { dbg: DBG, sr: source.sr.uri, key: source.key, dest_sr: dest.uri });
-  await setVolumeKeys(dest, copied.key, fieldKeys(volumeFields(volume)), { undo: true });
-  await announceChanges(ts, dest.ref);
-  return rememberVdi(ts, dest, copied);
+  const copy = () => source.sr.plugin.client.call("Volume.copy", { dbg: DBG, sr: source.sr.uri, key: source.key, dest_sr: dest.uri });
+  return makeVolume(ts, dest, copy, async (copied) => {
+    await setVolumeKeys(dest, copied.key, fieldKeys(volumeFields(volume)), { undo: true });
+    await announceChanges(ts, dest.ref);
+    return rememberVdi(ts, dest, copied);
+  });
 }
 
 /** Hangar's VDI.hangar_data_copy / hangar_data_mirror: the VDI's data to a remote NBD URI. */

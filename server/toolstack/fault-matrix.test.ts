@@ -264,8 +264,8 @@ async function readVolume(sr: Sr, key: string, offset: number, length: number): 
   }
 }
 
-async function until(what: string, probe: () => Promise<boolean> | boolean): Promise<void> {
-  for (const deadline = Date.now() + BOUND_MS; !(await probe()); await sleep(25)) assert.ok(Date.now() < deadline, what);
+async function until(what: string, probe: () => Promise<boolean> | boolean, boundMs = BOUND_MS): Promise<void> {
+  for (const deadline = Date.now() + boundMs; !(await probe()); await sleep(25)) assert.ok(Date.now() < deadline, what);
 }
 
 /** Until the data task has started its operation (a task that ended before says why). */
@@ -458,8 +458,8 @@ async function snapshotUnder(fault: Fault): Promise<void> {
     const injected = Date.now();
     resumeStopped();
     if (fault === "toolstack") {
-      // The plugin's Volume.snapshot outlives the toolstack; it ends before the new run starts.
-      await until("the snapshot's plugin call ended", () => !hostProcesses().some((p) => p.kind === "plugin call" && p.argv.includes("Volume.snapshot")));
+      // The plugin's Volume.snapshot does not outlive the toolstack.
+      await until("the snapshot's plugin call ended", () => !hostProcesses().some((p) => p.kind === "plugin call" && p.argv.includes("Volume.snapshot")), 2000);
       await startService();
       await assertEnded(task, { status: "failure", code: "TASK_INTERRUPTED" });
       return;
@@ -520,12 +520,9 @@ const MATRIX: Record<Operation, Partial<Record<Fault, Cell>>> = {
     "datasource daemon": "the mirror goes on; cancelled, it ends cancelled",
   },
   "SR metadata write": {
-    toolstack: {
-      outcome: "the snapshot's task fails TASK_INTERRUPTED and leaves no volume behind",
-      // The plugin's Volume.snapshot outlives the toolstack and commits; nothing records that the volume it made
-      // is the interrupted task's, so the next start neither keeps it as the snapshot nor removes it.
-      defect: "the snapshot the plugin made after the toolstack died stays as a plain VDI (an orphan)",
-    },
+    // Before: the plugin's Volume.snapshot outlived the toolstack and committed, and the volume it made stayed as a
+    // plain VDI. Now the call dies with the toolstack, and a volume made before it died goes on the next start.
+    toolstack: "the snapshot's task fails TASK_INTERRUPTED and leaves no volume behind",
     "NBD server daemon": "the live writer gone: the snapshot completes, not waiting for it to pause",
     // No copy or mirror runs during a snapshot.
     "datasource daemon": "the snapshot completes",

@@ -13,6 +13,7 @@ import { DATA_TASK_KIND, recoverDataTask } from "./data-tasks.ts";
 import { metricsRoute } from "./metrics-service.ts";
 import { pluginServiceRoute } from "./plugin-service.ts";
 import type { Feature, Toolstack } from "./toolstack.ts";
+import { recoverVolumeIntents } from "./volume-intents.ts";
 import { VM_TRANSFER_FEATURE } from "./vm-transfer/routes.ts";
 
 /** Registers classes whose records are stored whole for event.from. */
@@ -44,6 +45,7 @@ export const TOOLSTACK_FEATURES: Feature[] = [
       const countVdis = async () => Number((await ts.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM vdi_locations"))?.n ?? 0);
       ts.events.registerClass("VDI", () => listVdiRecords(ts), countVdis);
       ts.tasks.registerRecovery(DATA_TASK_KIND, (ref, record) => recoverDataTask(ts, ref, record));
+      await recoverVolumeIntents(ts);
     },
   },
   { calls: [...vmCalls, ...vbdCalls, ...vifCalls], start: async (ts) => registerStored(ts, "VM", "VBD", "VIF") },

@@ -57,7 +57,7 @@ export interface TaskControl {
   /** 0–1; written at most every PROGRESS_INTERVAL_MS. */
   progress(fraction: number): void;
   /** Records state a later run of the service needs to take the task over (other_config). */
-  remember(key: string, value: string): Promise<void>;
+  remember(key: string, value: string, tx?: Queryable): Promise<void>;
   /**
    * Fires when the service stops. Work not bound to the process runs on unless it heeds this; work that only
    * follows something running elsewhere (a mirror runs until cancelled) throws LeftToNextStart, undoing nothing.
@@ -124,8 +124,8 @@ export class Tasks {
       ref,
       signal: controller.signal,
       progress: (fraction) => this.#progress(ref, fraction),
-      remember: async (key, value) => {
-        await this.#objects.update("task", ref, (r) => ({ ...r, other_config: { ...(r.other_config as Record<string, string>), [key]: value } }));
+      remember: async (key, value, tx) => {
+        await this.#objects.update("task", ref, (r) => ({ ...r, other_config: { ...(r.other_config as Record<string, string>), [key]: value } }), tx);
       },
       stopping: this.#stopping.signal,
     };

@@ -28,6 +28,9 @@ import { method, type MethodOptions } from "../methods.ts";
 import { zBool, zInt, zRef, zString, zStringMap } from "../../xenapi/params.ts";
 import { NULL_REF, xenDate, type XenRecord } from "../../xenapi/values.ts";
 import { defaultSr } from "./pool.ts";
+import { handOverVolume, makeVolume } from "../volume-intents.ts";
+import type { Queryable } from "../db/database.ts";
+import type { Volume } from "../../storage/types.ts";
 
 const VDI_FIELDS = [
   "uuid",
@@ -140,25 +143,38 @@ const VDI_CREATE: FieldSpec = {
   sm_config: [zStringMap, {}],
 };
 
-/** VDI.create: a new volume with the record's fields kept on it; answers the VDI's ref and where it lives. */
-export async function createVdi(ts: Toolstack, args: Record<string, unknown>): Promise<{ ref: string; sr: AttachedSr; key: string }> {
+/**
+ * VDI.create: a new volume with the record's fields kept on it; answers the VDI's ref and where it lives. `own`
+ * hands the new key to a caller that undoes it itself (an import's state), in the plugin's answer's transaction.
+ */
+export async function createVdi(
+  ts: Toolstack,
+  args: Record<string, unknown>,
+  options: { own?: (key: string, tx: Queryable) => Promise<void> } = {},
+): Promise<{ ref: string; sr: AttachedSr; key: string }> {
   const fields = parseCreateRecord(VDI_CREATE, args);
   const type = String(fields.type);
   if (!(VDI_TYPES as readonly string[]).includes(type)) throw objectErrors.valueNotSupported("type", type, `one of ${VDI_TYPES.join(", ")}`);
   if (Number(fields.virtual_size) < 0) throw xenErrors.invalidValue("virtual_size", String(fields.virtual_size));
   const sr = await attachedSr(ts, fields.SR === NULL_REF ? await defaultSr(ts) : String(fields.SR));
   requireFeature(sr, "VDI_CREATE");
-  const volume = await sr.plugin.client.call("Volume.create", {
-    dbg: DBG,
-    sr: sr.uri,
-    name: String(fields.name_label),
-    description: String(fields.name_description),
-    size: Number(fields.virtual_size),
-    sharable: fields.sharable === true,
-  });
-  await setVolumeKeys(sr, volume.key, fieldKeys(fields), { undo: true });
-  await announceChanges(ts, sr.ref);
-  return { ref: await rememberVdi(ts, sr, volume), sr, key: volume.key };
+  const create = () =>
+    sr.plugin.client.call("Volume.create", {
+      dbg: DBG,
+      sr: sr.uri,
+      name: String(fields.name_label),
+      description: String(fields.name_description),
+      size: Number(fields.virtual_size),
+      sharable: fields.sharable === true,
+    });
+  const finish = async (volume: Volume) => {
+    await setVolumeKeys(sr, volume.key, fieldKeys(fields), { undo: true });
+    await announceChanges(ts, sr.ref);
+    return { ref: await rememberVdi(ts, sr, volume), sr, key: volume.key };
+  };
+  const { own } = options;
+  if (own === undefined) return makeVolume(ts, sr, create, finish);
+  return finish(await handOverVolume(ts, sr, create, (volume, tx) => own(volume.key, tx)));
 }
 
 /** A snapshot or clone: the new volume with the original's type and maps (and a snapshot's own keys). */
@@ -166,12 +182,14 @@ async function derive(ts: Toolstack, ref: string, how: "snapshot" | "clone"): Pr
   const vdi = await locateVdi(ts, ref);
   requireFeature(vdi.sr, how === "snapshot" ? "VDI_SNAPSHOT" : "VDI_CLONE");
   const record = await vdiRecord(ts, vdi);
-  const made = await vdi.sr.plugin.client.call(how === "snapshot" ? "Volume.snapshot" : "Volume.clone", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key });
-  const keys = fieldKeys(record);
-  if (how === "snapshot") keys.push([KEYS.isASnapshot, "true"], [KEYS.snapshotOf, vdi.key], [KEYS.snapshotTime, xenDate()]);
-  await setVolumeKeys(vdi.sr, made.key, keys, { undo: true });
-  await announceChanges(ts, vdi.sr.ref, { modified: [ref] });
-  return rememberVdi(ts, vdi.sr, made);
+  const make = () => vdi.sr.plugin.client.call(how === "snapshot" ? "Volume.snapshot" : "Volume.clone", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key });
+  return makeVolume(ts, vdi.sr, make, async (made) => {
+    const keys = fieldKeys(record);
+    if (how === "snapshot") keys.push([KEYS.isASnapshot, "true"], [KEYS.snapshotOf, vdi.key], [KEYS.snapshotTime, xenDate()]);
+    await setVolumeKeys(vdi.sr, made.key, keys, { undo: true });
+    await announceChanges(ts, vdi.sr.ref, { modified: [ref] });
+    return rememberVdi(ts, vdi.sr, made);
+  });
 }
 
 /**

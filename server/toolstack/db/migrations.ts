@@ -54,6 +54,18 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
       "CREATE TABLE pool_secret (id BIGINT PRIMARY KEY, secret TEXT NOT NULL)",
     ],
   },
+  {
+    version: 3,
+    statements: [
+      // Plugin calls that make a volume, under way (volume-intents.ts): the next start of their host undoes them.
+      `CREATE TABLE volume_intents (
+         id TEXT PRIMARY KEY,
+         host_ref TEXT NOT NULL,
+         sr_ref TEXT NOT NULL,
+         volume_key TEXT,
+         started TEXT NOT NULL)`,
+    ],
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

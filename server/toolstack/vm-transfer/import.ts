@@ -125,8 +125,7 @@ async function createDisks(ts: Toolstack, state: TransferState, plan: ImportPlan
       type: (VDI_TYPES as readonly string[]).includes(type) ? type : "user",
       sharable: disk.record.sharable === true,
       other_config: disk.record.other_config ?? {},
-    });
-    await state.addVolume(sr.ref, created.key);
+    }, { own: (key, tx) => state.addVolume(sr.ref, key, tx) });
     made.set(disk.id, { vdi: created.ref, key: created.key });
   }
   return made;

@@ -4,11 +4,13 @@
 // and volumes destroyed.
 import { z } from "zod";
 import { destroyVm } from "../calls/vm.ts";
+import type { Queryable } from "../db/database.ts";
 import { type Attachment, unplug } from "../datapath-session.ts";
 import { attachedSr, DBG } from "../srs.ts";
 import { TASK_KIND_KEY, type TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { announceChanges } from "../vdi-records.ts";
+import { StorageError } from "../../storage/errors.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
 import type { XenRecord } from "../../xenapi/values.ts";
 
@@ -36,10 +38,10 @@ export class TransferState {
     this.#state = state ?? { what, vms: [], volumes: [], attachments: [] };
   }
 
-  async #save(): Promise<void> {
+  async #save(tx?: Queryable): Promise<void> {
     if (this.#control === undefined) return;
-    await this.#control.remember(TASK_KIND_KEY, TRANSFER_TASK_KIND);
-    await this.#control.remember(STATE_KEY, JSON.stringify(this.#state));
+    await this.#control.remember(TASK_KIND_KEY, TRANSFER_TASK_KIND, tx);
+    await this.#control.remember(STATE_KEY, JSON.stringify(this.#state), tx);
   }
 
   async addVm(ref: string): Promise<void> {
@@ -47,9 +49,10 @@ export class TransferState {
     await this.#save();
   }
 
-  async addVolume(sr: string, key: string): Promise<void> {
+  /** `tx`: recorded in that transaction (the one that hands the new volume over: volume-intents.ts). */
+  async addVolume(sr: string, key: string, tx?: Queryable): Promise<void> {
     this.#state.volumes.push({ sr, key });
-    await this.#save();
+    await this.#save(tx);
   }
 
   async addAttachment(attachment: Attachment): Promise<void> {
@@ -89,6 +92,8 @@ export class TransferState {
         await sr.plugin.client.call("Volume.destroy", { dbg: DBG, sr: sr.uri, key });
         srs.add(srRef);
       } catch (error) {
+        // Already gone: the start's undoing of interrupted volume calls (volume-intents.ts) may have come first.
+        if (error instanceof StorageError && error.errorConstructor === "Volume_does_not_exist") continue;
         console.error(`removing the half-imported volume ${key} of SR ${srRef}: ${message(error)}`);
       }
     }
