@@ -132,11 +132,14 @@ export async function unplugPbd(ts: Toolstack, pbdRef: string): Promise<void> {
 
 interface StatEntry {
   promise: Promise<SrStat>;
+  startedAt: number;
   settledAt?: number;
 }
 
 const statCaches = new WeakMap<Toolstack, Map<string, StatEntry>>();
+/** Each SR's last stat, or why the last asking failed when it did. */
 const lastStats = new WeakMap<Toolstack, Map<string, SrStat>>();
+const lastFailures = new WeakMap<Toolstack, Map<string, string>>();
 
 function statCache(ts: Toolstack): Map<string, StatEntry> {
   let cache = statCaches.get(ts);
@@ -149,7 +152,7 @@ export function statSr(ts: Toolstack, sr: AttachedSr, options: { fresh?: boolean
   const cache = statCache(ts);
   const hit = cache.get(sr.ref);
   if (!options.fresh && hit !== undefined && (hit.settledAt === undefined || Date.now() - hit.settledAt < STAT_CACHE_MS)) return hit.promise;
-  const entry: StatEntry = { promise: sr.plugin.client.call("SR.stat", { dbg: DBG, sr: sr.uri }) };
+  const entry: StatEntry = { promise: sr.plugin.client.call("SR.stat", { dbg: DBG, sr: sr.uri }), startedAt: Date.now() };
   cache.set(sr.ref, entry);
   entry.promise.then(
     (stat) => {
@@ -157,17 +160,23 @@ export function statSr(ts: Toolstack, sr: AttachedSr, options: { fresh?: boolean
       let last = lastStats.get(ts);
       if (last === undefined) lastStats.set(ts, (last = new Map()));
       last.set(sr.ref, stat);
+      lastFailures.get(ts)?.delete(sr.ref);
     },
-    () => {
+    (error: unknown) => {
       entry.settledAt = Date.now();
+      let failures = lastFailures.get(ts);
+      if (failures === undefined) lastFailures.set(ts, (failures = new Map()));
+      failures.set(sr.ref, error instanceof Error ? error.message : String(error));
     },
   );
   return entry.promise;
 }
 
-/** Drops a cached stat after a change of the SR's space or name. */
+/** Drops a cached stat after a change of the SR's space or name: the next read waits for a new one. */
 export function forgetStat(ts: Toolstack, srRef: string): void {
   statCache(ts).delete(srRef);
+  lastStats.get(ts)?.delete(srRef);
+  lastFailures.get(ts)?.delete(srRef);
 }
 
 /** The fields of an SR record that come from SR.stat; the health of a failing or slow plugin tells why. */
@@ -179,9 +188,20 @@ export async function liveSrFields(ts: Toolstack, stored: StoredObject): Promise
     const detached = error instanceof XenApiError && error.code === "SR_NOT_ATTACHED";
     return { health: ["Unreachable", detached ? "not attached on any host (PBD.plug attaches it)" : (error as Error).message] };
   }
+  const refresh = statSr(ts, sr);
+  // A stat already known answers at once while a newer one is asked for: a read never waits on the plugin (a
+  // busy host's SR.stat takes seconds), as xapi's reads never wait on SR.update. Only a refresh that has gone
+  // unanswered for STAT_WAIT_MS marks the SR Unreachable.
+  const last = lastStats.get(ts)?.get(stored.ref);
+  const pending = statCache(ts).get(stored.ref);
+  if (last !== undefined && pending !== undefined && pending.settledAt === undefined) {
+    refresh.catch(() => undefined);
+    const failure = Date.now() - pending.startedAt >= STAT_WAIT_MS ? `SR.stat did not answer within ${STAT_WAIT_MS / 1000} s` : lastFailures.get(ts)?.get(stored.ref);
+    return { ...spaceFields(last), health: failure === undefined ? [last.health[0], last.health[1]] : ["Unreachable", failure] };
+  }
   let timer: NodeJS.Timeout | undefined;
   const waited = await Promise.race([
-    statSr(ts, sr).then(
+    refresh.then(
       (stat) => ({ stat }),
       (error: unknown) => ({ error: error instanceof Error ? error.message : String(error) }),
     ),
