@@ -343,3 +343,19 @@ describe("toolstack HTTP: body limits", () => {
     }
   });
 });
+
+test("every API answer says how long the service took over it (Server-Timing), over both wire forms", async (t) => {
+  const { url } = await serve(t);
+  const body = { jsonrpc: "2.0", method: "session.login_with_password", params: ["root", ROOT_PASSWORD], id: 1 };
+  const answers = [
+    await fetch(`${url}jsonrpc`, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } }),
+    await fetch(url, { method: "POST", body: formatXmlRpcCall("session.login_with_password", ["root", ROOT_PASSWORD]), headers: { "content-type": "text/xml" } }),
+    await fetch(`${url}jsonrpc`, { method: "POST", body: "{", headers: { "content-type": "application/json" } }),
+  ];
+  for (const answer of answers) {
+    await answer.text();
+    const timing = /^call;dur=(\d+(?:\.\d)?)$/.exec(answer.headers.get("server-timing") ?? "");
+    assert.ok(timing, `Server-Timing: ${answer.headers.get("server-timing")}`);
+    assert.ok(Number(timing[1]) < 10_000);
+  }
+});

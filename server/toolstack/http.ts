@@ -122,8 +122,11 @@ async function readCallBody(ts: Toolstack, request: IncomingMessage, response: S
   return { chunks, limits: fitsSmall || !(await allows(body)) ? small : withSession(maxBody) };
 }
 
-export function send(response: ServerResponse, status: number, contentType: string, body: string): void {
-  response.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(body) });
+/** `started`: when the call's handling began; the time taken is answered in `Server-Timing` (`call;dur=<ms>`). */
+export function send(response: ServerResponse, status: number, contentType: string, body: string, started?: number): void {
+  const headers: Record<string, string | number> = { "content-type": contentType, "content-length": Buffer.byteLength(body) };
+  if (started !== undefined) headers["server-timing"] = `call;dur=${(performance.now() - started).toFixed(1)}`;
+  response.writeHead(status, headers);
   endAnswer(response, body);
 }
 
@@ -177,31 +180,33 @@ async function serveJsonRpc(ts: Toolstack, request: IncomingMessage, response: S
     send(response, 415, "text/plain", "JSON-RPC needs content-type application/json\n");
     return;
   }
+  const started = performance.now();
   const read = await readCallBody(ts, request, response, JSON_RPC, limit);
   if (read === undefined) return;
   let call;
   try {
     call = await parseJsonRpcBody(read.chunks, read.limits);
   } catch (error) {
-    if (error instanceof JsonRpcRequestError) return send(response, 200, "application/json", formatJsonRpcRequestError(error));
+    if (error instanceof JsonRpcRequestError) return send(response, 200, "application/json", formatJsonRpcRequestError(error), started);
     throw error;
   }
   const outcome = await invokeSafely(ts, call.method, call.params);
-  send(response, 200, "application/json", outcome.ok ? formatJsonRpcResult(call, outcome.value) : formatJsonRpcError(call, outcome.error));
+  send(response, 200, "application/json", outcome.ok ? formatJsonRpcResult(call, outcome.value) : formatJsonRpcError(call, outcome.error), started);
 }
 
 async function serveXmlRpc(ts: Toolstack, request: IncomingMessage, response: ServerResponse, limit: number): Promise<void> {
+  const started = performance.now();
   const read = await readCallBody(ts, request, response, XML_RPC, limit);
   if (read === undefined) return;
   let call;
   try {
     call = await parseXmlRpcBody(read.chunks, read.limits);
   } catch (error) {
-    if (error instanceof XmlRpcParseError) return send(response, 200, "text/xml", formatXmlRpcFailure(["XMLRPC_UNMARSHAL_FAILURE", error.message]));
+    if (error instanceof XmlRpcParseError) return send(response, 200, "text/xml", formatXmlRpcFailure(["XMLRPC_UNMARSHAL_FAILURE", error.message]), started);
     throw error;
   }
   const outcome = await invokeSafely(ts, call.method, call.params);
-  send(response, 200, "text/xml", outcome.ok ? formatXmlRpcSuccess(outcome.value) : formatXmlRpcFailure(outcome.error.description));
+  send(response, 200, "text/xml", outcome.ok ? formatXmlRpcSuccess(outcome.value) : formatXmlRpcFailure(outcome.error.description), started);
 }
 
 /** Whether the client waits for `100 Continue` before sending its body. */
