@@ -313,6 +313,43 @@ export async function announceChanges(
   }
 }
 
+/**
+ * A volume this toolstack has just made and set its keys on (`volume` holds them), announced from the plugin's
+ * answer rather than a new SR.ls (a plugin process each, the most of a VDI.create's cost on a busy host): its
+ * locator, its `add` event and the SR's virtual_allocation. A volume with relations to others (a snapshot, a
+ * transient) is left to a listing. Answers the VDI's ref.
+ */
+export async function announceNewVolume(ts: Toolstack, sr: AttachedSr, volume: Volume): Promise<string> {
+  const ref = vdiRef(sr.uuid, volume.key);
+  const record = buildRecords(ts, sr, [volume], new Map()).records.get(ref);
+  if (record === undefined || volume.keys[KEYS.snapshotOf] !== undefined || volume.keys[KEYS.cloneOnBoot] !== undefined) {
+    await announceChanges(ts, sr.ref);
+    return rememberVdi(ts, sr, volume);
+  }
+  await ts.db.transaction(async (tx) => {
+    const added = await tx.run("INSERT INTO vdi_locations (ref, uuid, sr_ref, volume_key) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING", [ref, String(record.uuid), sr.ref, volume.key]);
+    if (added === 0) return;
+    await ts.events.append(tx, "VDI", ref, "add", record);
+    await ts.objects.update("SR", sr.ref, (stored) => ({ ...stored, virtual_allocation: Number(stored.virtual_allocation ?? 0) + volume.virtual_size }), tx);
+  });
+  return ref;
+}
+
+/**
+ * A volume this toolstack has just destroyed, announced without a new SR.ls: its locator goes with a `del` event
+ * carrying `record` (its last), and the SR's virtual_allocation shrinks. A snapshot's original changes too (its
+ * `snapshots`): that is left to a listing.
+ */
+export async function announceRemovedVolume(ts: Toolstack, sr: AttachedSr, ref: string, record: XenRecord): Promise<void> {
+  const original = String(record.snapshot_of);
+  if (original !== NULL_REF) return announceChanges(ts, sr.ref, { modified: [original], removed: new Map([[ref, record]]) });
+  await ts.db.transaction(async (tx) => {
+    if ((await tx.run("DELETE FROM vdi_locations WHERE ref = ?", [ref])) === 0) return;
+    await ts.events.append(tx, "VDI", ref, "del", record);
+    await ts.objects.update("SR", sr.ref, (stored) => ({ ...stored, virtual_allocation: Math.max(0, Number(stored.virtual_allocation ?? 0) - Number(record.virtual_size)) }), tx);
+  });
+}
+
 /** Makes sure a ref the API just answered resolves, whether or not its announcement's listing worked. */
 export async function rememberVdi(ts: Toolstack, sr: AttachedSr, volume: Pick<Volume, "key" | "uuid">): Promise<string> {
   const ref = vdiRef(sr.uuid, volume.key);

@@ -11,6 +11,8 @@ import { type AttachedSr, attachedSr, DBG, hasFeature, type StringMap } from "..
 import type { Toolstack } from "../toolstack.ts";
 import {
   announceChanges,
+  announceNewVolume,
+  announceRemovedVolume,
   currentOperations,
   fieldKeys,
   listAllVdis,
@@ -127,8 +129,7 @@ export async function destroyVdi(ts: Toolstack, ref: string): Promise<void> {
   const record = await vdiRecord(ts, vdi);
   if ((record.VBDs as string[]).length > 0 || Object.keys(record.current_operations as StringMap).length > 0) throw xenErrors.vdiInUse(ref, "destroy");
   await vdi.sr.plugin.client.call("Volume.destroy", { dbg: DBG, sr: vdi.sr.uri, key: vdi.key });
-  const original = String(record.snapshot_of);
-  await announceChanges(ts, vdi.sr.ref, { modified: original === NULL_REF ? [] : [original], removed: new Map([[ref, record]]) });
+  await announceRemovedVolume(ts, vdi.sr, ref, record);
 }
 
 const VDI_CREATE: FieldSpec = {
@@ -144,14 +145,15 @@ const VDI_CREATE: FieldSpec = {
 };
 
 /**
- * VDI.create: a new volume with the record's fields kept on it; answers the VDI's ref and where it lives. `own`
+ * VDI.create: a new volume with the record's fields kept on it; answers the VDI's ref, where it lives and the
+ * volume's URIs (for its datapath). `own`
  * hands the new key to a caller that undoes it itself (an import's state), in the plugin's answer's transaction.
  */
 export async function createVdi(
   ts: Toolstack,
   args: Record<string, unknown>,
   options: { own?: (key: string, tx: Queryable) => Promise<void> } = {},
-): Promise<{ ref: string; sr: AttachedSr; key: string }> {
+): Promise<{ ref: string; sr: AttachedSr; key: string; uris: string[] }> {
   const fields = parseCreateRecord(VDI_CREATE, args);
   const type = String(fields.type);
   if (!(VDI_TYPES as readonly string[]).includes(type)) throw objectErrors.valueNotSupported("type", type, `one of ${VDI_TYPES.join(", ")}`);
@@ -168,9 +170,9 @@ export async function createVdi(
       sharable: fields.sharable === true,
     });
   const finish = async (volume: Volume) => {
-    await setVolumeKeys(sr, volume.key, fieldKeys(fields), { undo: true });
-    await announceChanges(ts, sr.ref);
-    return { ref: await rememberVdi(ts, sr, volume), sr, key: volume.key };
+    const keys = fieldKeys(fields);
+    await setVolumeKeys(sr, volume.key, keys, { undo: true });
+    return { ref: await announceNewVolume(ts, sr, { ...volume, keys: { ...volume.keys, ...Object.fromEntries(keys) } }), sr, key: volume.key, uris: volume.uri };
   };
   const { own } = options;
   if (own === undefined) return makeVolume(ts, sr, create, finish);

@@ -111,8 +111,8 @@ async function finishVms(ts: Toolstack, refs: readonly string[], plan: PlannedVm
 }
 
 /** Makes the disks of the plan on the SR (thin, full size); answers file id → VDI ref and volume key. */
-async function createDisks(ts: Toolstack, state: TransferState, plan: ImportPlan, sr: AttachedSr): Promise<Map<string, { vdi: string; key: string }>> {
-  const made = new Map<string, { vdi: string; key: string }>();
+async function createDisks(ts: Toolstack, state: TransferState, plan: ImportPlan, sr: AttachedSr): Promise<Map<string, { vdi: string; key: string; uris: string[] }>> {
+  const made = new Map<string, { vdi: string; key: string; uris: string[] }>();
   const pace = pacer();
   for (const disk of plan.disks.values()) {
     await pace();
@@ -126,13 +126,13 @@ async function createDisks(ts: Toolstack, state: TransferState, plan: ImportPlan
       sharable: disk.record.sharable === true,
       other_config: disk.record.other_config ?? {},
     }, { own: (key, tx) => state.addVolume(sr.ref, key, tx) });
-    made.set(disk.id, { vdi: created.ref, key: created.key });
+    made.set(disk.id, { vdi: created.ref, key: created.key, uris: created.uris });
   }
   return made;
 }
 
 /** Reads the archive's disks into the made volumes; answers how many blocks failed their checksum (force only). */
-async function fillDisks(ts: Toolstack, control: TaskControl, state: TransferState, archive: XvaArchive, plan: ImportPlan, sr: AttachedSr, made: ReadonlyMap<string, { key: string }>): Promise<number> {
+async function fillDisks(ts: Toolstack, control: TaskControl, state: TransferState, archive: XvaArchive, plan: ImportPlan, sr: AttachedSr, made: ReadonlyMap<string, { key: string; uris: string[] }>): Promise<number> {
   const total = [...plan.disks.values()].reduce((sum, disk) => sum + disk.size, 0);
   let before = 0;
   let mismatches = 0;
@@ -141,7 +141,7 @@ async function fillDisks(ts: Toolstack, control: TaskControl, state: TransferSta
     const target = made.get(disk.ref);
     // Data of a disk the VMs do not use (a suspend image, a CD's ISO): read, checked, left.
     if (target === undefined) continue;
-    const volume = await openVolume(ts, sr, target.key, "rw", (attachment) => state.addAttachment(attachment));
+    const volume = await openVolume(ts, sr, target.key, "rw", (attachment) => state.addAttachment(attachment), target.uris);
     try {
       const blocks = (async function* () {
         for await (const block of disk.blocks) {

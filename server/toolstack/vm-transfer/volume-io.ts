@@ -101,7 +101,8 @@ export class DatapathClient {
 
 /**
  * Plugs the volume (read-only or read-write) and connects to its NBD export. `onAttach` hears of the attachment
- * before it is made, so a task can remember it and a later run can release it.
+ * before it is made, so a task can remember it and a later run can release it. `uris`: the volume's, when the
+ * caller has them from the plugin already (no Volume.stat then).
  */
 export async function openVolume(
   ts: Toolstack,
@@ -109,10 +110,11 @@ export async function openVolume(
   key: string,
   mode: "ro" | "rw",
   onAttach: (attachment: Attachment) => Promise<void> = async () => {},
+  uris?: readonly string[],
 ): Promise<OpenVolume> {
   await requireLocal(ts, sr);
-  const volume = await sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: sr.uri, key });
-  const { uri } = await ts.storage.datapathFor(volume.uri);
+  const volumeUris = uris ?? (await sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: sr.uri, key })).uri;
+  const { uri } = await ts.storage.datapathFor(volumeUris);
   const of: ExportOf = { key, sr: `SR "${String((await ts.objects.get("SR", sr.ref)).record.name_label)}" (${sr.uuid})` };
   const attachment: Attachment = { uri, domain: `hangar-${randomUUID()}`, mode };
   await onAttach(attachment);
