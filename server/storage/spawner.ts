@@ -3,8 +3,6 @@
 // runs on the event loop. Measured: a start took 2 ms at 50 MiB RSS, 20 ms at 250 MiB and 54 ms at 850 MiB;
 // under load (20 imports) the toolstack spent 16 s of its event loop in spawn and stalled up to 0.9 s.
 import { type ChildProcess, fork } from "node:child_process";
-import { availableParallelism } from "node:os";
-import { dirname } from "node:path";
 import { run } from "./run-script.ts";
 
 /** The niceness plugin scripts and their daemons run at (see spawner-process.ts). */
@@ -80,38 +78,9 @@ function idle(spawner: Spawner): void {
   spawner.child.channel?.unref();
 }
 
-/**
- * How many scripts of one plugin run at once through the spawner; the rest wait their turn. Each script is a process
- * (and a scheduling group: detached-process.ts) that the kernel weighs against the toolstack: 30 at once under
- * load left the toolstack a quarter of a core, and contended for the plugin's own database until calls failed.
- * Per plugin, so that one plugin whose calls hang holds no other's back.
- */
-export const SCRIPTS_AT_ONCE = Math.max(4, 2 * availableParallelism());
-
-const turns = new Map<string, { running: number; waiting: Array<() => void> }>();
-
-/** Runs `work` when fewer than SCRIPTS_AT_ONCE scripts of `dir` run, in the order asked. */
-async function inTurn<T>(dir: string, work: () => Promise<T>): Promise<T> {
-  let turn = turns.get(dir);
-  if (turn === undefined) turns.set(dir, (turn = { running: 0, waiting: [] }));
-  if (turn.running >= SCRIPTS_AT_ONCE) await new Promise<void>((resolve) => turn.waiting.push(resolve));
-  else turn.running++;
-  try {
-    return await work();
-  } finally {
-    const next = turn.waiting.shift();
-    if (next !== undefined) next();
-    else if (--turn.running === 0) turns.delete(dir);
-  }
-}
-
 /** Runs a plugin script with `input` on its stdin; answers how it ended. */
 export function runScript(request: Omit<RunRequest, "id" | "env" | "cwd">): Promise<ScriptRun> {
   if (!enabled) return run({ ...request, id: 0, env: process.env, cwd: process.cwd() });
-  return inTurn(dirname(request.script), () => throughSpawner(request));
-}
-
-function throughSpawner(request: Omit<RunRequest, "id" | "env" | "cwd">): Promise<ScriptRun> {
   const spawner = (current ??= start());
   spawner.child.ref();
   spawner.child.channel?.ref();

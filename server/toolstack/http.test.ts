@@ -337,9 +337,15 @@ describe("toolstack HTTP: body limits", () => {
     const xml = Buffer.from(formatXmlRpcCall("pool.set_other_config", [session, nowhere, bigMap(24_000, 12 * MiB)]));
     const probe = async () => assert.equal((await jsonRpc(url, "session.get_uuid", [session, session])).result?.constructor, String);
     for (const send of [() => post(`${url}jsonrpc`, json, JSON_TYPE), () => post(url, xml, XML_TYPE)]) {
-      const probed = await whileProbing(send, probe);
-      assert.match(probed.reply.text, /HANDLE_INVALID/);
-      assert.ok(probed.longestMs < 50, `the event loop worked ${probed.longestMs} ms without a break`);
+      // Up to three tries: a step of ours that is too long comes back every time, a pause of a busy machine (a
+      // collection of this process's 15 MiB bodies, another suite beside it) does not.
+      const longest: number[] = [];
+      while (longest.length < 3 && !longest.some((ms) => ms < 50)) {
+        const probed = await whileProbing(send, probe);
+        assert.match(probed.reply.text, /HANDLE_INVALID/);
+        longest.push(probed.longestMs);
+      }
+      assert.ok(longest.some((ms) => ms < 50), `the event loop worked ${longest.join(", ")} ms without a break`);
     }
   });
 });
