@@ -61,11 +61,16 @@ export function notifyUpload(id: string): void {
   registry.get(id)?.notify();
 }
 
-/** Fails an upload whose bytes the console could not keep: its import (running or not) ends with `error`. */
-export async function failUpload(id: string, error: string): Promise<void> {
+/**
+ * Fails an upload whose bytes the console could not keep: its import (running or not) ends with `error`.
+ * `beforeRecording` runs once the import has stopped and before the failure is written (the spool removed, to
+ * make room on a full disk): the import, stopped first, cannot fail for its spool gone.
+ */
+export async function failUpload(id: string, error: string, beforeRecording: () => Promise<void> = async () => {}): Promise<void> {
   const pipeline = registry.get(id);
-  if (pipeline !== undefined) await pipeline.fail(error);
+  if (pipeline !== undefined) await pipeline.fail(error, beforeRecording);
   else {
+    await beforeRecording();
     const state = await readState(id);
     if (state !== undefined && !isEnded(state.status)) await writeState({ ...state, status: "failed", error });
   }
@@ -139,18 +144,19 @@ export class ImportPipeline {
   }
 
   /** The upload cannot go on (the console could not keep its bytes): its import stops, and it fails with `error`. */
-  async fail(error: string): Promise<void> {
-    await this.end("failed", error);
+  async fail(error: string, beforeRecording?: () => Promise<void>): Promise<void> {
+    await this.end("failed", error, beforeRecording);
   }
 
   /** Cancelled or failed from outside: recorded once this settles. */
   ended: Promise<void> | undefined;
 
-  private async end(status: "cancelled" | "failed", error: string | null): Promise<void> {
+  private async end(status: "cancelled" | "failed", error: string | null, beforeRecording?: () => Promise<void>): Promise<void> {
     this.abort.abort(new Cancelled(status));
     this.ended ??= (async () => {
       const task = this.state.task;
       if (task !== null) await this.xapi().call(z.unknown(), "task.cancel", task).catch(() => undefined);
+      await beforeRecording?.();
       await this.save({ status, error });
     })();
     await this.ended;

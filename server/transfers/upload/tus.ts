@@ -202,10 +202,11 @@ export async function handleUpload(req: IncomingMessage, res: ServerResponse): P
     failed: (error) => {
       const why = (error as NodeJS.ErrnoException).code === "ENOSPC" ? "its disk is full" : error.message;
       console.error(`upload ${id}: the spool could not be written: ${error.message}`);
-      // The spool goes first: on a full disk (the state file shares it), recording the failure needs the room it held.
-      void removeSpool(store, id)
-        .then(() => failUpload(id, `The console could not keep the upload on its disk (${why}); upload the file again.`))
-        .catch((failure: Error) => console.error(`upload ${id}: failing it: ${failure.message}`));
+      // The spool goes before the failure is recorded: on a full disk (the state file shares it), recording it
+      // needs the room the spool held.
+      void failUpload(id, `The console could not keep the upload on its disk (${why}); upload the file again.`, () =>
+        removeSpool(store, id).catch((failure: Error) => console.error(`upload ${id}: removing its spool: ${failure.message}`)),
+      ).catch((failure: Error) => console.error(`upload ${id}: failing it: ${failure.message}`));
     },
   });
 }
