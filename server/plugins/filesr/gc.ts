@@ -25,6 +25,8 @@ const CHUNK = 4 * 1024 * 1024;
 export interface GcReport {
   /** Set when another collector is already running on the SR. */
   skipped?: string;
+  /** Passes made: one, and one more for each time another was asked for while it ran. */
+  passes: number;
   merged: number;
   /** Merges given up because the child started being written or changed. */
   cancelled: number;
@@ -169,48 +171,96 @@ function sweepOrphanFiles(conn: SrConnection): number {
 }
 
 /**
- * One garbage collection pass over the SR: forgets dead processes' handles, frees unreferenced layers,
- * merges every mergeable parent/child pair, removes orphan files and CBT logs nothing needs.
- * Only one collector runs per SR at a time; a second returns at once with `skipped`.
+ * Garbage collection over the SR: forgets dead processes' handles, frees unreferenced layers, merges every
+ * mergeable parent/child pair, removes orphan files and CBT logs nothing needs. Only one collector runs per SR
+ * at a time: a second returns at once with `skipped`, after asking the running one for another pass (a request
+ * made while that one was already past what it asked for).
+ *
+ * A pass asked for while one runs is marked on the collector's handle (`pause = 'requested'`, which on a
+ * collector's handle means nothing else): it runs one more pass before it ends. The mark and the end are each
+ * one write transaction, so a request either finds the collector still there and marks it, or finds it gone.
  */
 export async function collectGarbage(srPath: string): Promise<GcReport> {
   const conn = connectSr(srPath);
-  const report: GcReport = { merged: 0, cancelled: 0, deletedLayers: 0, deletedFiles: 0, prunedCbtLogs: 0 };
+  const report: GcReport = { passes: 0, merged: 0, cancelled: 0, deletedLayers: 0, deletedFiles: 0, prunedCbtLogs: 0 };
   const lease = transact(conn, (): { running: HandleRow } | { id: number } => {
     // Also forgets every dead process's handle, freeing its temporary layers for the loop below.
     const running = liveHandles(conn, "1").find((handle) => handle.purpose === "gc");
-    if (running) return { running };
+    if (running) {
+      markPassWanted(conn, running.id);
+      return { running };
+    }
     return { id: insertHandle(conn, "gc", {}) };
   });
   if ("running" in lease) return { ...report, skipped: `garbage collection already running in process ${lease.running.pid}` };
+  let ended = false;
   try {
-    retireDeadIoRecorders(conn);
-    for (;;) {
-      const tokens = transact(conn, () => deleteUnreferencedLayers(conn));
-      unlinkLayerFiles(conn.path, tokens);
-      report.deletedLayers += tokens.length;
-      const merge = nextMerge(conn, lease.id);
-      if (!merge) break;
-      const mergedChild = await runMerge(conn, merge);
-      if (mergedChild) {
-        unlinkLayerFiles(conn.path, [mergedChild]);
-        report.merged++;
-      } else {
-        report.cancelled++;
-      }
-    }
-    report.deletedFiles = sweepOrphanFiles(conn);
-    const logs = transact(conn, () => pruneCbtLogs(conn));
-    removeFilesSync(logs);
-    report.prunedCbtLogs = logs.length;
+    do await collectOnce(conn, lease.id, report);
+    while (!(ended = endUnlessPassWanted(conn, lease.id)));
   } finally {
-    transact(conn, () => deleteHandle(conn, lease.id));
+    if (!ended) transact(conn, () => deleteHandle(conn, lease.id));
   }
   return report;
 }
 
-/** Starts collectGarbage(srPath) in a detached background process; returns its pid. */
-export function startGarbageCollector(srPath: string): number {
+function markPassWanted(conn: SrConnection, gcHandle: number): void {
+  statement(conn, "UPDATE handles SET pause = 'requested' WHERE id = ?").run(gcHandle);
+}
+
+/** Ends the collector's lease, unless another pass was asked for meanwhile (then clears the request). */
+function endUnlessPassWanted(conn: SrConnection, gcHandle: number): boolean {
+  return transact(conn, () => {
+    const row = statement(conn, "SELECT pause FROM handles WHERE id = ?").get(gcHandle) as { pause: string | null } | undefined;
+    if (row?.pause === "requested") {
+      statement(conn, "UPDATE handles SET pause = NULL WHERE id = ?").run(gcHandle);
+      return false;
+    }
+    deleteHandle(conn, gcHandle);
+    return true;
+  });
+}
+
+async function collectOnce(conn: SrConnection, gcHandle: number, report: GcReport): Promise<void> {
+  report.passes++;
+  retireDeadIoRecorders(conn);
+  for (;;) {
+    const tokens = transact(conn, () => deleteUnreferencedLayers(conn));
+    unlinkLayerFiles(conn.path, tokens);
+    report.deletedLayers += tokens.length;
+    const merge = nextMerge(conn, gcHandle);
+    if (!merge) break;
+    const mergedChild = await runMerge(conn, merge);
+    if (mergedChild) {
+      unlinkLayerFiles(conn.path, [mergedChild]);
+      report.merged++;
+    } else {
+      report.cancelled++;
+    }
+  }
+  report.deletedFiles += sweepOrphanFiles(conn);
+  const logs = transact(conn, () => pruneCbtLogs(conn));
+  removeFilesSync(logs);
+  report.prunedCbtLogs += logs.length;
+}
+
+/**
+ * Asks for garbage collection of the SR: a collector already running makes one more pass, else one starts in
+ * a detached background process (its pid answered). A process start costs tens of ms of CPU, and every
+ * destroy and deactivate asks: under load, most find one running.
+ */
+export function startGarbageCollector(srPath: string): number | undefined {
+  let asked = false;
+  try {
+    const conn = connectSr(srPath);
+    asked = transact(conn, () => {
+      const running = liveHandles(conn, "purpose = 'gc'")[0];
+      if (running !== undefined) markPassWanted(conn, running.id);
+      return running !== undefined;
+    });
+  } catch {
+    // The SR unreadable here (gone, its metadata locked): a collector of its own finds out, and says so.
+  }
+  if (asked) return undefined;
   const main = fileURLToPath(new URL("./gc-main.ts", import.meta.url));
   const child = spawnDetached(process.execPath, [main, path.resolve(srPath)], { stdio: "ignore" });
   child.unref();
