@@ -23,6 +23,9 @@ function paths(name: string) {
 }
 
 
+/** How long a daemon has to answer on its control socket once started. */
+const START_MS = 30_000;
+
 /** The running daemon of that name, if its process lives and its control socket answers. */
 export async function findDaemon(name: string): Promise<Daemon | undefined> {
   const p = paths(name);
@@ -59,13 +62,21 @@ export async function ensureDaemon(name: string, script: string, args: string[],
     closeSync(log);
     child.unref();
     writeFileSync(p.pidFile, String(child.pid));
-    for (let waited = 0; waited < 15_000; waited += 20) {
+    for (const deadline = Date.now() + START_MS; Date.now() < deadline; ) {
       if (existsSync(p.controlSocket) && (await findDaemon(name)) !== undefined) return;
       if (child.exitCode !== null || !isPidRunning(child.pid ?? -1)) break;
       await sleep(20);
     }
+    const why = child.exitCode !== null || !isPidRunning(child.pid ?? -1) ? "it ended" : `no answer within ${START_MS / 1000} s`;
+    // Not left to come up later, unknown to the call that failed: its process group goes (it leads one).
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // Gone already.
+    }
+    rmSync(p.pidFile, { force: true });
     const tail = existsSync(p.log) ? readFileSync(p.log, "utf8").slice(-2000) : "";
-    throw new Error(`daemon ${name} did not start${tail ? `: ${tail}` : ""}`);
+    throw new Error(`daemon ${name} did not start (${why})${tail ? `: ${tail}` : ""}`);
   });
   const daemon = await findDaemon(name);
   if (daemon === undefined) throw new Error(`daemon ${name} is not running`);
