@@ -99,6 +99,15 @@ export function cpuSeconds(pid: number): number {
 }
 
 /**
+ * A thread's time so far (default the main thread of `pid`), from the scheduler's own accounting: seconds on a
+ * core, and seconds runnable but waiting for one (/proc/<pid>/task/<tid>/schedstat).
+ */
+export function schedSeconds(pid: number, tid = pid): { running: number; waiting: number } {
+  const [running, waiting] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").trim().split(" ").map(Number);
+  return { running: running! / 1e9, waiting: waiting! / 1e9 };
+}
+
+/**
  * CPU seconds used so far by the children of this process that have ended and been waited for (their own
  * waited-for children included): around one plugin exec, the CPU that call cost, whatever the load.
  */
