@@ -4,6 +4,7 @@ import { usePathname } from "next/navigation";
 import { useState, type ComponentType, type ComponentProps } from "react";
 import { CloseIcon, DashboardIcon, HostIcon, MenuIcon, PluginIcon, StorageIcon, TasksIcon, VmIcon } from "./nav-icons.tsx";
 import { cn } from "./ui/cn.ts";
+import { expectLogout } from "./trpc/trpc-provider.tsx";
 import { IntentLink } from "./ui/intent-link.tsx";
 
 interface NavItem {
@@ -88,7 +89,7 @@ export function SiteNav({ user, logOut }: SiteNavProps) {
               );
             })}
           </ul>
-          <form action={logOut} className="mt-4 flex items-center justify-between gap-2 border-t border-zinc-200 px-2.5 pt-3 dark:border-zinc-800">
+          <form action={logOut} onSubmit={expectLogout} className="mt-4 flex items-center justify-between gap-2 border-t border-zinc-200 px-2.5 pt-3 dark:border-zinc-800">
             <span className="truncate text-xs text-zinc-500 dark:text-zinc-400">
               Logged in as <span className="font-medium text-zinc-800 dark:text-zinc-200">{user}</span>
             </span>

@@ -27,6 +27,27 @@ test("a wrong password says so; the right one leads back to the page asked for; 
   await expect(page).toHaveURL("/login");
 });
 
+test("logging out while the page's queries are under way lands on the login page, not on 'your session has ended'", async ({ page }) => {
+  await logIn(page);
+  const pending = new Set<string>();
+  page.on("request", (request) => void (request.url().includes("/api/trpc/") && pending.add(request.url())));
+  page.on("requestfinished", (request) => void pending.delete(request.url()));
+  page.on("requestfailed", (request) => void pending.delete(request.url()));
+  // The page's queries answer slowly: they are still under way when the session ends, and are refused then.
+  await page.route("**/api/trpc/**", async (route) => {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await route.continue().catch(() => undefined);
+  });
+  await page.goto("/storage");
+  await expect(page.getByRole("heading", { level: 1, name: "Storage" })).toBeVisible();
+  await page.getByRole("button", { name: "Log out" }).click();
+  await expect(page).toHaveURL("/login");
+  // Once the refused queries have answered.
+  await expect.poll(() => pending.size, { timeout: 10_000 }).toBe(0);
+  await expect(page).toHaveURL("/login");
+  await expect(page.getByText("Your session has ended")).toHaveCount(0);
+});
+
 test("a tRPC call without a session is refused with UNAUTHORIZED", async ({ request }) => {
   const response = await request.get("/api/trpc/srs.list");
   expect(response.status()).toBe(401);

@@ -2,6 +2,7 @@
 
 import { useActionState } from "react";
 import { Button } from "@/components/ui/button.tsx";
+import { expectLogin } from "@/components/trpc/trpc-provider.tsx";
 
 const field =
   "mt-1.5 block h-10 w-full rounded-md border border-zinc-300 bg-white px-3 text-sm text-zinc-900 shadow-sm focus-visible:outline-2 focus-visible:outline-offset-0 focus-visible:outline-sky-600 dark:border-zinc-700 dark:bg-zinc-900 dark:text-zinc-100";
@@ -23,7 +24,7 @@ export function LoginForm({ logIn, next, notice }: LoginFormProps) {
   const [state, action, pending] = useActionState(logIn, {});
   const message = state.error ?? notice;
   return (
-    <form action={action} className="flex flex-col gap-4" aria-describedby={message ? "login-message" : undefined}>
+    <form action={action} onSubmit={expectLogin} className="flex flex-col gap-4" aria-describedby={message ? "login-message" : undefined}>
       {next ? <input type="hidden" name="next" value={next} /> : null}
       {message ? (
         <p id="login-message" role="alert" className="rounded-md border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-800 dark:border-red-900 dark:bg-red-950/50 dark:text-red-200">

@@ -22,9 +22,23 @@ function getQueryClient(): QueryClient {
   return browserQueryClient;
 }
 
+/**
+ * The user asked to log out (until they log in again): the queries still under way will be refused, and that is
+ * no expired session to send them back from.
+ */
+let loggingOut = false;
+
+export function expectLogout(): void {
+  loggingOut = true;
+}
+
+export function expectLogin(): void {
+  loggingOut = false;
+}
+
 /** An expired or missing session sends the browser to the login page, which brings it back here afterwards. */
 function returnToLoginWhenLoggedOut(error: unknown): void {
-  if (!(error instanceof TRPCClientError) || error.data?.code !== "UNAUTHORIZED") return;
+  if (loggingOut || !(error instanceof TRPCClientError) || error.data?.code !== "UNAUTHORIZED") return;
   const here = `${window.location.pathname}${window.location.search}`;
   // A full load, not a client navigation: nothing of the logged-out user's cached data may survive.
   window.location.assign(new URL(`/login?${new URLSearchParams({ next: here, reason: "expired" })}`, window.location.origin));
