@@ -82,12 +82,10 @@ server.listen(0, "127.0.0.1", () => process.stdout.write(String(server.address()
   return { url: `http://127.0.0.1:${Number(line.toString())}/jsonrpc`, stop: () => void child.kill() };
 }
 
-/** One call to the no-op peer, timed from here. */
-async function timedNoop(samples: Timed[], url: string): Promise<void> {
-  const at = performance.now();
+/** One call to the no-op peer. */
+async function callNoop(url: string): Promise<unknown> {
   const answer = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", method: "noop", params: [], id: 1 }) });
-  await answer.json();
-  samples.push({ at, ms: performance.now() - at });
+  return answer.json();
 }
 
 const count = async (client: XenApiClient, cls: string) => (await client.call(z.array(z.string()), `${cls}.get_all`)).length;
@@ -198,7 +196,7 @@ export async function run(): Promise<void> {
             } else {
               const [method, params] = pick(n);
               await timedRead(reads, client, method, params(sr));
-              await timedNoop(noops, noop.url);
+              await timed(noops, () => callNoop(noop.url));
             }
           } catch (error) {
             errors.push((error as Error).message);

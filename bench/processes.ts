@@ -99,11 +99,11 @@ export function cpuSeconds(pid: number): number {
 }
 
 /**
- * A thread's time so far (default the main thread of `pid`), from the scheduler's own accounting: seconds on a
- * core, and seconds runnable but waiting for one (/proc/<pid>/task/<tid>/schedstat).
+ * The main thread's time so far (a Node process's event loop), from the scheduler's own accounting: seconds on
+ * a core, and seconds runnable but waiting for one (/proc/<pid>/task/<pid>/schedstat).
  */
-export function schedSeconds(pid: number, tid = pid): { running: number; waiting: number } {
-  const [running, waiting] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").trim().split(" ").map(Number);
+export function schedSeconds(pid: number): { running: number; waiting: number } {
+  const [running, waiting] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").trim().split(" ").map(Number);
   return { running: running! / 1e9, waiting: waiting! / 1e9 };
 }
 

@@ -71,17 +71,14 @@ export async function openVhd(reader: ByteReader, length: number | undefined): P
 }
 
 async function openFixed(reader: ByteReader, first: Buffer, length: number): Promise<DiskImage> {
-  // Some old tools write a 511-byte footer; the spec's 512 is what qemu and Hyper-V write.
   const size = length - SECTOR;
   if (size <= 0 || size % SECTOR !== 0) fail(`the file's ${length} bytes are no fixed VHD's (data in whole sectors and a 512-byte footer), nor does it begin with a VHD footer`);
   if (size > MAX_VHD_SIZE) fail(`a fixed VHD of ${size} bytes is over the VHD limit of 2040 GiB`);
   async function* runs(): AsyncGenerator<DiskRun> {
-    let pending: Buffer | undefined = first;
     for (let offset = 0; offset < size; ) {
-      const head: Buffer = pending ?? Buffer.alloc(0);
-      pending = undefined;
-      const rest = await reader.read(Math.min(PIECE, size - offset) - head.length, `the data at disk offset ${offset + head.length}`);
-      const piece = head.length === 0 ? rest : Buffer.concat([head, rest]);
+      const pieceLength = Math.min(PIECE, size - offset);
+      // The first sector, read to look for a footer, is the disk's first.
+      const piece = offset === 0 ? Buffer.concat([first, await reader.read(pieceLength - SECTOR, `the data at disk offset ${SECTOR}`)]) : await reader.read(pieceLength, `the data at disk offset ${offset}`);
       yield isZeroBlock(piece) ? { offset, zeros: piece.length } : { offset, data: piece };
       offset += piece.length;
     }

@@ -153,6 +153,7 @@ test("GC removes orphan files, temporary files and the layers of dead processes"
   await new Promise((resolve) => child.on("exit", resolve));
   assert.equal(layerCount(sr), 2);
   const report = await collectGarbage(sr);
+  assert.equal(report.deletedLayers, 1, JSON.stringify(report));
   assert.equal(report.deletedFiles, 3);
   assert.equal(layerCount(sr), 1);
   assert.deepEqual(checkConsistency(sr, { exactFiles: true }), []);

@@ -62,12 +62,13 @@ export async function ensureDaemon(name: string, script: string, args: string[],
     closeSync(log);
     child.unref();
     writeFileSync(p.pidFile, String(child.pid));
+    const ended = () => child.exitCode !== null || !isPidRunning(child.pid ?? -1);
     for (const deadline = Date.now() + START_MS; Date.now() < deadline; ) {
       if (existsSync(p.controlSocket) && (await findDaemon(name)) !== undefined) return;
-      if (child.exitCode !== null || !isPidRunning(child.pid ?? -1)) break;
+      if (ended()) break;
       await sleep(20);
     }
-    const why = child.exitCode !== null || !isPidRunning(child.pid ?? -1) ? "it ended" : `no answer within ${START_MS / 1000} s`;
+    const why = ended() ? "it ended" : `no answer within ${START_MS / 1000} s`;
     // Not left to come up later, unknown to the call that failed: its process group goes (it leads one).
     try {
       if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
