@@ -27,6 +27,8 @@ export default defineConfig({
   reporter: "list",
   retries: 0,
   workers: 1,
+  // A backstop: a run that hangs fails in words within this, instead of holding CI until it is killed.
+  globalTimeout: 20 * 60_000,
   forbidOnly: Boolean(process.env.CI),
   use: {
     baseURL: `http://127.0.0.1:${port}`,

@@ -42,7 +42,10 @@ echo "== lint"; eslint --max-warnings 0 .
 
 echo "== unit and integration tests"
 # The fuzz targets (*.fuzz.ts) run their short deterministic slice here; `npm run fuzz` runs them in full.
-node --conditions=react-server --test --test-concurrency=2 --test-reporter=spec "server/**/*.test.ts" "server/**/*.fuzz.ts" "components/**/*.test.ts" "lib/**/*.test.ts" 2>&1 | tee "$logs/unit"
+# Every test and hook ends within 10 minutes, and a file ends with its tests: a clean-up that hangs after a failure
+# (an after-hook has no time-out of its own, and a server it did not close holds the process) fails its test
+# instead of holding CI until it is killed.
+node --conditions=react-server --test --test-concurrency=2 --test-timeout=600000 --test-force-exit --test-reporter=spec "server/**/*.test.ts" "server/**/*.fuzz.ts" "components/**/*.test.ts" "lib/**/*.test.ts" 2>&1 | tee "$logs/unit"
 
 echo "== production build"; next build
 echo "== browser tests (Chromium)"

@@ -261,8 +261,7 @@ describe("bin/hangar", { concurrency: 3 }, () => {
 
     test("--timeout kills a plugin that hangs", async (t) => {
       const root = await echoRoot(t);
-      // Long enough for Plugin.Query (which the same limit applies to) on a machine loaded by the other tests:
-      // plugin scripts run niced.
+      // Long enough for Plugin.Query (which the same limit applies to) on a machine loaded by the other tests.
       const run = await hangar(["call", "--timeout", "3", "echo", "Plugin.ls"], { root });
       assert.equal(run.code, 1);
       assert.match(run.stderr, /^SCRIPT_FAILED .*timed out after 3 s; its process group was killed/);

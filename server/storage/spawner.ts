@@ -2,17 +2,13 @@
 // Node starts a child with fork(), whose cost grows with the caller's memory (page tables copied), and it
 // runs on the event loop. Measured: a start took 2 ms at 50 MiB RSS, 20 ms at 250 MiB and 54 ms at 850 MiB;
 // under load (20 imports) the toolstack spent 16 s of its event loop in spawn and stalled up to 0.9 s.
+// Scripts and their daemons run at the toolstack's own priority, not niced: at niceness 19 they held the load
+// bench's reads under 50 ms, but any other work on the host at niceness 0 starved them (three busy loops made a
+// 7 s test of four exports take 40–128 s), so storage work stalled behind unrelated processes.
 import { type ChildProcess, fork } from "node:child_process";
 import { availableParallelism } from "node:os";
 import { dirname } from "node:path";
 import { run } from "./run-script.ts";
-
-/**
- * The niceness plugin scripts and their daemons run at (see spawner-process.ts). 19, with their number held to
- * SCRIPTS_AT_ONCE: under the load bench, reads' overall p99 153 -> 38 ms against 10, the toolstack's wait for a
- * core 12.9 -> 9.2 s of 100, every import through; the XVA suite's transfers within run-to-run noise.
- */
-export const PLUGIN_NICENESS = 19;
 
 export interface RunRequest {
   id: number;
