@@ -13,7 +13,7 @@ import { Upload } from "tus-js-client";
 import { z } from "zod";
 import { XenApiClient } from "../server/xenapi/client.ts";
 import { ROOT_PASSWORD } from "../server/toolstack/testing.ts";
-import { collect, MiB, patternBlock, testXva } from "../server/toolstack/vm-transfer/testing.ts";
+import { collect, MiB, patternBlock, testXva } from "../server/toolstack/transfer/testing.ts";
 import { startConsole } from "./console/console-service.ts";
 import { positiveEnv } from "./measure.ts";
 import { rssBytes, schedSeconds } from "./processes.ts";

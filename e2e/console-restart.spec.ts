@@ -9,7 +9,7 @@ import { createWriteStream } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { MiB } from "../server/toolstack/vm-transfer/testing.ts";
+import { MiB } from "../server/toolstack/transfer/testing.ts";
 import { XenApiClient, zTaskRecord } from "../server/xenapi/client.ts";
 import { anonymousTest as test, E2E_PASSWORD, expect, logIn } from "./fixtures.ts";
 import { disk, dropFile, expectDiskBytes, progressOf, spoolDir, toolstackUrl, writeArchive } from "./transfer-helpers.ts";

@@ -11,7 +11,7 @@ import type { APIRequestContext, Browser } from "@playwright/test";
 import fc from "fast-check";
 import { z } from "zod";
 import { toolstackPort } from "../playwright.config.ts";
-import { collect, http, MiB, patternBlock, testXva } from "../server/toolstack/vm-transfer/testing.ts";
+import { collect, http, MiB, patternBlock, testXva } from "../server/toolstack/transfer/testing.ts";
 import { XenApiClient } from "../server/xenapi/client.ts";
 import { CONSOLE_PROCEDURES, type ConsoleProcedure } from "./console-fuzz-procedures.ts";
 import { applyEdit, editArbitrary, eventually, FUZZ_FULL, type FuzzBudget, fuzzConsole, headerText, type J, jsonText, listenerPid, mapStrings, mib, Raw, rssOf, toJ, weirdString, weirdValue } from "./console-fuzz.ts";

@@ -3,7 +3,7 @@
 // Range + If-Range (206) into the same bytes. The VM is imported through the toolstack's /import.
 import { readFile } from "node:fs/promises";
 import { toolstackPort } from "../playwright.config.ts";
-import { collect, http, testXva } from "../server/toolstack/vm-transfer/testing.ts";
+import { collect, http, testXva } from "../server/toolstack/transfer/testing.ts";
 import { cutDownload, dataDisk } from "../server/transfers/download/testing.ts";
 import { XenApiClient } from "../server/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";

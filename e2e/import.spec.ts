@@ -6,7 +6,7 @@
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { MiB } from "../server/toolstack/vm-transfer/testing.ts";
+import { MiB } from "../server/toolstack/transfer/testing.ts";
 import { XenApiClient } from "../server/xenapi/client.ts";
 import { E2E_PASSWORD, expect, test } from "./fixtures.ts";
 import { disk, dropFile, expectDiskBytes, progressOf, spoolDir, toolstackUrl, writeArchive } from "./transfer-helpers.ts";

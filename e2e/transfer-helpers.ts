@@ -7,7 +7,7 @@ import { Readable } from "node:stream";
 import { test, type Page } from "@playwright/test";
 import { z } from "zod";
 import { toolstackPort } from "../playwright.config.ts";
-import { collect, http, MiB, patternBlock, testXva, type TestDisk } from "../server/toolstack/vm-transfer/testing.ts";
+import { collect, http, MiB, patternBlock, testXva, type TestDisk } from "../server/toolstack/transfer/testing.ts";
 import type { XenApiClient } from "../server/xenapi/client.ts";
 import { openXva } from "../server/xva/reader.ts";
 import { expect } from "./fixtures.ts";

@@ -8,7 +8,7 @@ import { createServer } from "node:net";
 import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { freePort } from "../../server/free-port.ts";
-import { http, patternBlock, testXva } from "../../server/toolstack/vm-transfer/testing.ts";
+import { http, patternBlock, testXva } from "../../server/toolstack/transfer/testing.ts";
 import { parseXmlRpcValue } from "../../server/xenapi/xml-rpc.ts";
 import type { ConsoleService } from "../console/console-service.ts";
 import { formatSize, MiB, megabytesPerSecond, perGiB, summarise } from "../measure.ts";

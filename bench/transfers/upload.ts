@@ -11,7 +11,7 @@ import { pipeline } from "node:stream/promises";
 import { chromium, type Browser } from "@playwright/test";
 import { z } from "zod";
 import { SESSION_COOKIE } from "../../server/auth/session.ts";
-import { testXva } from "../../server/toolstack/vm-transfer/testing.ts";
+import { testXva } from "../../server/toolstack/transfer/testing.ts";
 import { isFinished, taskResult, zTaskRecord, type TaskRecord } from "../../server/xenapi/client.ts";
 import type { ConsoleService } from "../console/console-service.ts";
 import { formatSize, MiB, megabytesPerSecond, perGiB, spread, summarise } from "../measure.ts";

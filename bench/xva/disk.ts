@@ -8,7 +8,7 @@ import type { Readable } from "node:stream";
 import { isZeroBlock, XVA_BLOCK_SIZE } from "../../server/xva/format.ts";
 import { formatOvaXml } from "../../server/xva/ova-xml.ts";
 import { type XvaBlock, writeXva } from "../../server/xva/writer.ts";
-import { vmObjects } from "../../server/toolstack/vm-transfer/testing.ts";
+import { vmObjects } from "../../server/toolstack/transfer/testing.ts";
 import { MiB } from "../measure.ts";
 import { type DiskLayout, RUNS_PER_PERIOD } from "./sizes.ts";
 

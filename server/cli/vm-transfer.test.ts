@@ -18,7 +18,7 @@ import { createGzip, gzipSync } from "node:zlib";
 import { startTestToolstack, type TestToolstack } from "../toolstack/storage-testing.ts";
 import { ROOT_PASSWORD } from "../toolstack/testing.ts";
 import { formatSize, TransferMeter, transferBar, transferLine } from "./progress.ts";
-import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "../toolstack/vm-transfer/testing.ts";
+import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "../toolstack/transfer/testing.ts";
 
 const HANGAR = fileURLToPath(new URL("../../bin/hangar", import.meta.url));
 

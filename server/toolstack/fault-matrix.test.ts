@@ -42,7 +42,7 @@ import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 import { datasourceSr, hostProcesses as processesOf, readSrDb, type Sr, srOf as srOfClient, srProblems, strayProcesses, unfinishedTasks, volumeKeys } from "./fault-testing.ts";
 import { XenApiClient } from "./storage-testing.ts";
 import { type ServeProcess, startServeProcess, tempDataDir } from "./testing.ts";
-import { collect, MiB, patternBlock, type TestDisk, testXva } from "./vm-transfer/testing.ts";
+import { collect, MiB, patternBlock, type TestDisk, testXva } from "./transfer/testing.ts";
 
 const dbg = "fault matrix";
 /** How long a task may take to end once its fault is in, and what is left behind to go. */

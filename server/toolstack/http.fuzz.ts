@@ -17,7 +17,7 @@ import type { XenValue } from "../xenapi/values.ts";
 import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 import { startTestToolstack, type TestToolstack } from "./storage-testing.ts";
 import { ROOT_PASSWORD } from "./testing.ts";
-import { collect, http, MiB, patternBlock, testXva } from "./vm-transfer/testing.ts";
+import { collect, http, MiB, patternBlock, testXva } from "./transfer/testing.ts";
 
 const BUDGET: FuzzBudget = { slice: 40, full: 3000, fullSeconds: 60, caseMs: 15_000 };
 /** A complete request is answered (or its connection closed) within this. */

@@ -13,7 +13,7 @@ import { type Route, readBodyOr413, send } from "./http.ts";
 import { hostUrl } from "../xenapi/hosts.ts";
 import type { StoredObject } from "./objects.ts";
 import type { Toolstack } from "./toolstack.ts";
-import { argumentsOf, authenticate, ResourceRefusal } from "./vm-transfer/http-resource.ts";
+import { argumentsOf, authenticate, ResourceRefusal } from "./transfer/http-resource.ts";
 
 export const POOL_SECRET_HEADER = "x-hangar-pool-secret";
 /** A call relayed to a plugin is small: its parameters, never disk data. */

@@ -18,7 +18,7 @@ import { freePort } from "../free-port.ts";
 import { openXva } from "../xva/reader.ts";
 import { startTestPostgres, type TestPostgres } from "./db/testing.ts";
 import { ROOT_PASSWORD, type ServeProcess, startServeProcess } from "./testing.ts";
-import { collect, diskBytes, MiB, patternBlock, type TestDisk, testXva } from "./vm-transfer/testing.ts";
+import { collect, diskBytes, MiB, patternBlock, type TestDisk, testXva } from "./transfer/testing.ts";
 import { XenApiClient, zTaskRecord } from "../xenapi/client.ts";
 import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 

@@ -21,7 +21,7 @@ import { isPidRunning } from "../plugins/filesr/liveness.ts";
 import { hostProcesses, type Sr, srOf, srProblems, strayProcesses, unfinishedTasks, volumeKeys } from "../toolstack/fault-testing.ts";
 import { XenApiClient } from "../toolstack/storage-testing.ts";
 import { type ServeProcess, startServeProcess, tempDataDir } from "../toolstack/testing.ts";
-import { collect, diskBytes, http, MiB, patternBlock, type TestDisk, testXva } from "../toolstack/vm-transfer/testing.ts";
+import { collect, diskBytes, http, MiB, patternBlock, type TestDisk, testXva } from "../toolstack/transfer/testing.ts";
 import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 import { type ConsoleProcess, startConsoleProcess } from "./console-process.ts";
 
@@ -285,7 +285,7 @@ describe("console transfers under kill -9, then restart", { timeout: 10 * 60_000
     const task = await call<string>("task.create", "download, console killed", "");
     const started = await startDownload(first, task);
     await first.kill();
-    // The toolstack takes its client going away as the export's cancel (vm-transfer/routes.ts).
+    // The toolstack takes its client going away as the export's cancel (toolstack/transfer/routes.ts).
     await assertEnded(task, "cancelled");
     await assertDiskReleased();
     await assertClean();

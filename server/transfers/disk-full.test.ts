@@ -16,7 +16,7 @@ import { isPidRunning } from "../plugins/filesr/liveness.ts";
 import { processesWithEnv } from "../stray-processes.ts";
 import { XenApiClient } from "../toolstack/storage-testing.ts";
 import { type ServeProcess, startServeProcess, tempDataDir } from "../toolstack/testing.ts";
-import { collect, http, MiB, patternBlock, type TestDisk, testXva } from "../toolstack/vm-transfer/testing.ts";
+import { collect, http, MiB, patternBlock, type TestDisk, testXva } from "../toolstack/transfer/testing.ts";
 import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 
 // The console's data dir (its spools), apart from the toolstack's; set before the console's modules first use it.

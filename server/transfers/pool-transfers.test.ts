@@ -15,7 +15,7 @@ process.env.HANGAR_DATA_DIR = spoolDir;
 process.on("exit", () => rmSync(spoolDir, { recursive: true, force: true }));
 
 const { MEMBER_ADDRESS, startTestPool } = await import("../api/pool-testing.ts");
-const { collect, diskBytes, http, MiB, patternBlock, readVdi, testXva } = await import("../toolstack/vm-transfer/testing.ts");
+const { collect, diskBytes, http, MiB, patternBlock, readVdi, testXva } = await import("../toolstack/transfer/testing.ts");
 const { serveUploads } = await import("./upload/testing.ts");
 const { readState } = await import("./upload/state.ts");
 const { cancelPipeline } = await import("./upload/pipeline.ts");

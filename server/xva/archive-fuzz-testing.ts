@@ -13,7 +13,7 @@ import { importVm } from "@xen-orchestra/xva/importVm.mjs";
 import { pack as tarPack } from "tar-stream";
 import type { Xapi } from "xen-api";
 import { xenString, xenValue } from "../fuzz-testing.ts";
-import { collect, MiB, patternBlock, testXva } from "../toolstack/vm-transfer/testing.ts";
+import { collect, MiB, patternBlock, testXva } from "../toolstack/transfer/testing.ts";
 import type { XenRecord, XenValue } from "../xenapi/values.ts";
 import { encodeXmlRpcValue, parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { dataDisk, importTestVm, serveDownloads } from "../../transfers/download/testing.ts";
-import { http } from "../../toolstack/vm-transfer/testing.ts";
+import { http } from "../../toolstack/transfer/testing.ts";
 import { startConsoleUnderTest } from "../testing.ts";
 
 test("downloads.startExport and exportProgress follow an export from its task to success", async (t) => {

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import { startConsoleUnderTest } from "../../api/testing.ts";
-import { http } from "../../toolstack/vm-transfer/testing.ts";
+import { http } from "../../toolstack/transfer/testing.ts";
 import { listSpools } from "./spool.ts";
 import { dataDisk, importTestVm, serveDownloads } from "./testing.ts";
 

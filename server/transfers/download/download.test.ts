@@ -9,7 +9,7 @@ import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { startConsoleUnderTest } from "../../api/testing.ts";
-import { http } from "../../toolstack/vm-transfer/testing.ts";
+import { http } from "../../toolstack/transfer/testing.ts";
 import { runningJob } from "./producer.ts";
 import { listSpools, sweepSpools } from "./spool.ts";
 import { cutDownload, dataDisk, importTestVm, serveDownloads } from "./testing.ts";

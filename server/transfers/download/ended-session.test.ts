@@ -6,7 +6,7 @@ import { test } from "node:test";
 import { logIn, logOut, SESSION_COOKIE } from "../../auth/session.ts";
 import { startConsoleUnderTest } from "../../api/testing.ts";
 import { ROOT_PASSWORD } from "../../toolstack/testing.ts";
-import { http } from "../../toolstack/vm-transfer/testing.ts";
+import { http } from "../../toolstack/transfer/testing.ts";
 import { dataDisk, importTestVm, serveDownloads } from "./testing.ts";
 
 test("the cookie of a session logged out since downloads nothing, not even a complete export's spool", { timeout: 120_000 }, async (t) => {

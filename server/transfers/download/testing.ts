@@ -4,7 +4,7 @@ import { createServer, request as httpRequest, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { z } from "zod";
 import type { TestToolstack } from "../../toolstack/storage-testing.ts";
-import { collect, http, MiB, patternBlock, type TestDisk, testXva } from "../../toolstack/vm-transfer/testing.ts";
+import { collect, http, MiB, patternBlock, type TestDisk, testXva } from "../../toolstack/transfer/testing.ts";
 import { parseXmlRpcValue } from "../../xenapi/xml-rpc.ts";
 import { serveExportDownload } from "./serve.ts";
 

@@ -14,7 +14,7 @@ process.env.HANGAR_DATA_DIR = dataDir;
 process.on("exit", () => rmSync(dataDir, { recursive: true, force: true }));
 
 const { startConsoleUnderTest } = await import("../../api/testing.ts");
-const { collect, MiB, patternBlock, readVdi, testXva } = await import("../../toolstack/vm-transfer/testing.ts");
+const { collect, MiB, patternBlock, readVdi, testXva } = await import("../../toolstack/transfer/testing.ts");
 const { serveUploads } = await import("./testing.ts");
 const { readState, spoolFile } = await import("./state.ts");
 const { cancelPipeline } = await import("./pipeline.ts");
@@ -166,7 +166,7 @@ test("an upload in several PATCHes is imported while it arrives, with the same d
   assert.ok(vm);
   assert.equal(await cu.xapi.call(z.string(), "VM.get_name_label", vm), "uploaded while importing");
   const [vdi] = await disksOf(cu, vm);
-  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/transfer/testing.ts")).diskBytes(disk));
   // The transfers router shows it, as the UI does.
   const listed = await cu.caller.transfers.uploads({ ids: [id] });
   assert.equal(listed.uploads[0]?.status, "done");
@@ -195,7 +195,7 @@ test("a broken import stream is restarted from the spool without the browser", a
   assert.equal(done.status, "done", done.error ?? "");
   assert.equal((await vmNamed(cu, "survives a broken stream")).length, 1, "one VM: the broken import was undone");
   const [vdi] = await disksOf(cu, done.vms[0]!);
-  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/transfer/testing.ts")).diskBytes(disk));
   assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", first.task), "pending");
 });
 
@@ -214,7 +214,7 @@ test("an upload paused for longer than the toolstack's body idle timeout goes on
   assert.equal(done.status, "done", done.error ?? "");
   assert.equal((await vmNamed(cu, "paused a while")).length, 1);
   const [vdi] = await disksOf(cu, done.vms[0]!);
-  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/transfer/testing.ts")).diskBytes(disk));
 });
 
 test("a file that is no VM archive fails with a message and leaves nothing behind", async (t) => {
@@ -282,7 +282,7 @@ test("a PATCH cut mid-body keeps the bytes that arrived; a stale offset gets 409
   const done = await importEnded(id);
   assert.equal(done.status, "done", done.error ?? "");
   const [vdi] = await disksOf(cu, done.vms[0]!);
-  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/transfer/testing.ts")).diskBytes(disk));
 });
 
 test("the console's disk failing under an upload fails it in words, and leaves nothing behind", async (t) => {
@@ -313,7 +313,7 @@ test("after a console restart, the browser's resume starts the import again from
   const { disk, xva, id, half } = await halfUploaded(cu, "survives a console restart", "restart.xva");
   const first = await until("the first import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
   // The toolstack takes its time undoing the cut import (a loaded host): the new import waits for it.
-  const { TransferState } = await import("../../toolstack/vm-transfer/transfer-state.ts");
+  const { TransferState } = await import("../../toolstack/transfer/transfer-state.ts");
   const undo = TransferState.prototype.undo;
   TransferState.prototype.undo = async function (this: InstanceType<typeof TransferState>) {
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -333,7 +333,7 @@ test("after a console restart, the browser's resume starts the import again from
   assert.equal((await vmNamed(cu, "survives a console restart")).length, 1, "one VM: the cut import was undone");
   assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", first.task), "pending");
   const [vdi] = await disksOf(cu, done.vms[0]!);
-  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/transfer/testing.ts")).diskBytes(disk));
 });
 
 test("one import per upload: a second tab resuming the same upload does not start another", async (t) => {
@@ -466,5 +466,5 @@ test("after a console restart, an upload whose bytes all arrived is imported wit
   assert.equal(done.status, "done", done.error ?? "");
   assert.equal((await vmNamed(cu, "all in before the restart")).length, 1);
   const [vdi] = await disksOf(cu, done.vms[0]!);
-  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/vm-transfer/testing.ts")).diskBytes(disk));
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/transfer/testing.ts")).diskBytes(disk));
 });

@@ -14,7 +14,7 @@ process.env.HANGAR_DATA_DIR = dataDir;
 process.on("exit", () => rmSync(dataDir, { recursive: true, force: true }));
 
 const { startConsoleUnderTest } = await import("../../api/testing.ts");
-const { collect, diskBytes, MiB, patternBlock, readVdi, testXva } = await import("../../toolstack/vm-transfer/testing.ts");
+const { collect, diskBytes, MiB, patternBlock, readVdi, testXva } = await import("../../toolstack/transfer/testing.ts");
 const { readState, uploadSpoolDir } = await import("../upload/state.ts");
 const { forbiddenAddress } = await import("./safe-fetch.ts");
 uploadSpoolDir();

@@ -2,36 +2,19 @@
 // /import, /import_metadata. Arguments are checked before any body moves; a refusal is a status with its
 // reason (and the caller's task failed with it). Past that the response starts at once with `task-id`, and
 // the outcome goes through the task.
-import type { IncomingMessage, ServerResponse } from "node:http";
-import { PassThrough, type Readable } from "node:stream";
 import { z } from "zod";
 import type { Compression } from "../../xva/compression.ts";
 import { bodyIdleTimeoutMs } from "../../config.ts";
 import { defaultSr } from "../calls/pool.ts";
-import { hostErrors } from "../hosts.ts";
-import { hostUrl } from "../../xenapi/hosts.ts";
-import { endAnswer, expectsContinue, readAway, type Route } from "../http.ts";
+import { expectsContinue, readAway } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
 import type { TaskControl } from "../tasks.ts";
 import { attachedSr } from "../srs.ts";
 import { findVdiLocation } from "../vdi-records.ts";
 import type { Feature, Toolstack } from "../toolstack.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
-import { toXenApiError } from "../xenapi-errors.ts";
 import { etagDate, exportDisposition, exportVm, type PreparedExport, prepareExport } from "./export.ts";
-import {
-  answerRefusal,
-  argumentsOf,
-  authenticate,
-  type Caller,
-  callerTask,
-  parseArguments,
-  refuse,
-  ResourceRefusal,
-  runInTask,
-  statusOf,
-  zFlag,
-} from "./http-resource.ts";
+import { checked, elsewhere, parseArguments, redirect, refuse, requestBody, resource, runInTask, taskFor, zFlag } from "./http-resource.ts";
 import { importMetadata, importVm } from "./import.ts";
 import { recoverTransfer, TRANSFER_TASK_KIND } from "./transfer-state.ts";
 
@@ -52,113 +35,6 @@ const ZExportQuery = z.object({
 
 const ZImportQuery = z.object({ sr_id: zRefArg.optional(), force: zFlag, restore: zFlag });
 const ZImportMetadataQuery = z.object({ force: zFlag, restore: zFlag, dry_run: zFlag });
-
-/** Turns a XenAPI error met while checking arguments into a refusal with its status. */
-async function checked<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (error) {
-    if (error instanceof ResourceRefusal) throw error;
-    const xen = toXenApiError(error);
-    throw refuse(statusOf(xen), xen);
-  }
-}
-
-/**
- * The host to send a request to when this one cannot reach the SRs' data (another host of the pool attaches
- * them), or undefined when this host can serve it. A dead host is refused in words (503, HOST_OFFLINE).
- */
-async function elsewhere(ts: Toolstack, srRefs: readonly string[]): Promise<StoredObject | undefined> {
-  const attached = (await ts.objects.all("PBD")).filter((pbd) => pbd.record.currently_attached === true);
-  for (const sr of new Set(srRefs)) {
-    const pbds = attached.filter((pbd) => pbd.record.SR === sr);
-    if (pbds.some((pbd) => pbd.record.host === ts.host.ref)) continue;
-    const pbd = pbds[0];
-    const host = pbd === undefined ? undefined : await ts.objects.find("host", String(pbd.record.host));
-    if (host === undefined) continue;
-    if (!(await ts.pool.isLive(host.ref))) throw refuse(503, hostErrors.hostOffline(host));
-    return host;
-  }
-  return undefined;
-}
-
-/** 302 to the same path and query on another host (compat-notes §3), on the port that host serves that scheme on. */
-function redirect(request: IncomingMessage, response: ServerResponse, url: URL, host: StoredObject): void {
-  const location = `${hostUrl(host.record, "encrypted" in request.socket ? "https" : "http")}${url.pathname}${url.search}`;
-  response.writeHead(302, { location, "content-length": 0 });
-  response.end();
-}
-
-/**
- * The request body as a stream that ends, rather than fails, when the client closes after its data: Xen
- * Orchestra's client sends a 1 PiB Content-Length and closes after the archive, so the archive's end is the
- * import's; an archive really cut short is found by the reader. Destroying the stream leaves the request to be
- * drained, so a client still sending gets its answer rather than a reset.
- *
- * The stream fails, so that the reader waiting on it stops, when the task is cancelled and when no byte came
- * for HANGAR_BODY_IDLE_TIMEOUT while the reader waited for one (time the import spent writing, with the
- * request paused by backpressure, is not the client's).
- */
-function requestBody(request: IncomingMessage, signal: AbortSignal): Readable {
-  const body = new PassThrough();
-  // Its reader may come after it failed (a client gone before the body was attached): the reader finds the
-  // failure on the stream, which must not be thrown as unhandled meanwhile.
-  body.on("error", () => undefined);
-  request.pipe(body);
-  request.on("error", () => undefined);
-  request.once("close", () => {
-    if (!body.writableEnded) body.end();
-  });
-  const idleMs = bodyIdleTimeoutMs();
-  const idle = setTimeout(function stalled() {
-    if (request.isPaused() || body.writableNeedDrain) return idle.refresh();
-    body.destroy(new XenApiError("IMPORT_ERROR", [`the upload stalled: no byte arrived for ${idleMs / 1000} s (HANGAR_BODY_IDLE_TIMEOUT)`]));
-  }, idleMs);
-  const arrived = () => idle.refresh();
-  const cancelled = () => body.destroy(signal.reason as Error);
-  request.on("data", arrived);
-  signal.addEventListener("abort", cancelled, { once: true });
-  body.once("close", () => {
-    clearTimeout(idle);
-    request.off("data", arrived);
-    signal.removeEventListener("abort", cancelled);
-  });
-  if (signal.aborted) cancelled();
-  // Gone already (the client hung up, or its framing failed, while the route checked the caller): no close is
-  // left to come.
-  else if (request.destroyed && !request.complete) body.destroy(new XenApiError("IMPORT_ERROR", ["the client closed the connection before sending the archive"]));
-  return body;
-}
-
-/** Shared frame: authentication, the task, refusals, and the caller's Basic session ended afterwards. */
-function resource(methods: readonly string[], serve: (ts: Toolstack, request: IncomingMessage, response: ServerResponse, url: URL, args: Map<string, string>) => Promise<void>): Route {
-  return async (ts, request, response, url) => {
-    const args = argumentsOf(request, url);
-    const taskRef = args.get("task_id");
-    let caller: Caller | undefined;
-    try {
-      if (!methods.includes(request.method ?? "")) {
-        const body = `${url.pathname} takes ${methods.join(" or ")}\n`;
-        response.writeHead(405, { allow: methods.join(", "), "content-type": "text/plain", "content-length": Buffer.byteLength(body), connection: "close" });
-        endAnswer(response, body);
-        return;
-      }
-      caller = await authenticate(ts, request, args);
-      if (taskRef !== undefined) await checked(callerTask(ts, taskRef));
-      await serve(ts, request, response, url, args);
-    } catch (error) {
-      if (!(error instanceof ResourceRefusal)) throw error;
-      await answerRefusal(ts, response, error, taskRef);
-    } finally {
-      await caller?.release().catch(() => undefined);
-    }
-  };
-}
-
-/** The task to run in: the caller's, or a new one. */
-async function taskFor(ts: Toolstack, args: Map<string, string>, label: string): Promise<string> {
-  return args.get("task_id") ?? ts.tasks.create({ name_label: label });
-}
 
 async function findVm(ts: Toolstack, query: z.output<typeof ZExportQuery>): Promise<StoredObject> {
   if (query.ref !== undefined) return checked(ts.objects.get("VM", query.ref));
