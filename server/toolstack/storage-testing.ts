@@ -153,6 +153,9 @@ export async function startTestToolstack(options: { pluginRoot?: string; pluginT
       Object.assign(running, await start());
     },
     async stop() {
+      // Should the close hang (its hook then times out), the listening sockets must not keep the test file alive.
+      running.service.http.unref();
+      running.service.https?.unref();
       await running.service.close();
       host.cleanUp();
     },

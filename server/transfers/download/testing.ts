@@ -19,6 +19,8 @@ export async function serveDownloads(): Promise<{ url: string; close: () => Prom
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  // A test awaits its requests, which hold their own sockets: the listener must not keep a failed test's file alive.
+  server.unref();
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/download/vm`,
     // Every connection goes at the end, busy ones too: a request still waiting on a spool must not hold the test.
