@@ -60,6 +60,16 @@ export class ByteReader {
     }
   }
 
+  /** Up to `length` of the next bytes (fewer only at the end of the stream), left to be read. */
+  async peek(length: number): Promise<Buffer> {
+    while (this.#head.length < length && !this.#ended) {
+      const step = await this.#chunks.next();
+      if (step.done) this.#ended = true;
+      else this.#head = Buffer.concat([this.#head, step.value]);
+    }
+    return this.#head.subarray(0, length);
+  }
+
   /** Whether the stream has no byte left. */
   async atEnd(): Promise<boolean> {
     return !(await this.#fill());

@@ -10,19 +10,11 @@ import { after, describe, test } from "node:test";
 import { ByteReader } from "./byte-reader.ts";
 import { type DiskImage, DiskImageError } from "./image.ts";
 import { openVhd } from "./vhd.ts";
+import { sampleDisk } from "./testing.ts";
 
 const MiB = 1024 * 1024;
 const dir = mkdtempSync(join(tmpdir(), "hangar-vhd-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-/** A 40 MiB raw disk: data in a few places (one of them a single sector), zeros elsewhere. */
-function rawDisk(): Buffer {
-  const raw = Buffer.alloc(40 * MiB);
-  for (let i = 0; i < 3 * MiB; i++) raw[i] = (i * 7 + 3) & 0xff;
-  raw.fill(0x5a, 17 * MiB + 512, 17 * MiB + 1024);
-  for (let i = 37 * MiB; i < 40 * MiB; i++) raw[i] = (i * 13) & 0xff;
-  return raw;
-}
 
 function qemuImage(raw: Buffer, name: string, options: string): string {
   const source = join(dir, `${name}.raw`);
@@ -46,7 +38,7 @@ const open = (bytes: Buffer | string, length?: number) =>
   openVhd(new ByteReader(typeof bytes === "string" ? createReadStream(bytes) : Readable.from([bytes])), length ?? (typeof bytes === "string" ? statSync(bytes).size : bytes.length));
 
 describe("VHD images read as a stream", () => {
-  const raw = rawDisk();
+  const raw = sampleDisk();
   const dynamic = qemuImage(raw, "dynamic", "subformat=dynamic,force_size=on");
   const fixed = qemuImage(raw, "fixed", "subformat=fixed,force_size=on");
 

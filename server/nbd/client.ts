@@ -236,6 +236,10 @@ export class NbdClient {
   }
 
   /** Whether blockStatus reports real allocation (base:allocation negotiated). */
+  get canWriteZeroes(): boolean {
+    return (this.flags & FLAG_SEND_WRITE_ZEROES) !== 0;
+  }
+
   get hasBlockStatus(): boolean {
     return this.#baseAllocationId !== null;
   }

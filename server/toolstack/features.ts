@@ -14,7 +14,7 @@ import { metricsRoute } from "./metrics-service.ts";
 import { pluginServiceRoute } from "./plugin-service.ts";
 import type { Feature, Toolstack } from "./toolstack.ts";
 import { recoverVolumeIntents } from "./volume-intents.ts";
-import { VM_TRANSFER_FEATURE } from "./transfer/routes.ts";
+import { TRANSFER_FEATURE } from "./transfer/routes.ts";
 
 /** Registers classes whose records are stored whole for event.from. */
 function registerStored(ts: Toolstack, ...classes: string[]): void {
@@ -49,6 +49,6 @@ export const TOOLSTACK_FEATURES: Feature[] = [
     },
   },
   { calls: [...vmCalls, ...vbdCalls, ...vifCalls], start: async (ts) => registerStored(ts, "VM", "VBD", "VIF") },
-  VM_TRANSFER_FEATURE,
+  TRANSFER_FEATURE,
   { calls: [], routes: { "/plugins": pluginServiceRoute, "/plugins/*": pluginServiceRoute, "/metrics/*": metricsRoute } },
 ];

@@ -4,6 +4,7 @@
 // `restore` keeps the VM's uuid and MACs and replaces a halted VM of that uuid. Any failure undoes it all.
 import type { Readable } from "node:stream";
 import { BufferPool } from "../../buffer-pool.ts";
+import { DiskImageError } from "../../disk/image.ts";
 import { pacer } from "../../pacer.ts";
 import { decompressing } from "../../xva/compression.ts";
 import { XVA_BLOCK_SIZE } from "../../xva/format.ts";
@@ -22,7 +23,7 @@ import { toXenApiError } from "../xenapi-errors.ts";
 import { NULL_REF, type XenRecord, type XenValue } from "../../xenapi/values.ts";
 import { checkVersion, type ImportPlan, type PlannedVm, planImport } from "./ova-records.ts";
 import { TransferState } from "./transfer-state.ts";
-import { openVolume, writeDiskBlocks } from "./volume-io.ts";
+import { openVolume, writeDiskRuns } from "./volume-io.ts";
 
 export interface ImportOptions {
   sr: AttachedSr;
@@ -38,12 +39,12 @@ export interface MetadataImportOptions {
   vdiMap: ReadonlyMap<string, string>;
 }
 
-const importError = (reason: string) => new XenApiError("IMPORT_ERROR", [reason]);
+export const importError = (reason: string) => new XenApiError("IMPORT_ERROR", [reason]);
 
-/** The XenAPI error an import fails with: the toolstack's and plugins' own as they are, anything about the archive as IMPORT_ERROR. */
-function asImportError(error: unknown): XenApiError {
+/** The XenAPI error an import fails with: the toolstack's and plugins' own as they are, anything about the file as IMPORT_ERROR. */
+export function asImportError(error: unknown): XenApiError {
   if (error instanceof XvaChecksumError) return importError(`checksum mismatch: ${error.message} (force=true imports anyway)`);
-  if (error instanceof XvaReadError || error instanceof OvaXmlError) return importError(error.message);
+  if (error instanceof XvaReadError || error instanceof OvaXmlError || error instanceof DiskImageError) return importError(error.message);
   if (error instanceof XenApiError) return error;
   const converted = toXenApiError(error);
   return converted.code === "INTERNAL_ERROR" ? importError(converted.params[0] ?? "the archive could not be read") : converted;
@@ -149,16 +150,15 @@ async function fillDisks(ts: Toolstack, control: TaskControl, state: TransferSta
           yield block;
         }
       })();
-      await writeDiskBlocks(
-        volume.client,
-        blocks,
-        (end) => {
+      await writeDiskRuns(volume.client, blocks, {
+        zeroed: true,
+        onRun: (end) => {
           control.signal.throwIfAborted();
           if (total > 0) control.progress((before + end) / total);
         },
         // Whole blocks go back to the reader's pool; a trimmed last block is a view, left to the GC.
-        (data) => data.byteLength === XVA_BLOCK_SIZE && data.byteOffset === 0 && blockBuffers.give(data),
-      );
+        done: (data) => data.byteLength === XVA_BLOCK_SIZE && data.byteOffset === 0 && blockBuffers.give(data),
+      });
     } finally {
       await volume.close();
       await state.released(volume.attachment);

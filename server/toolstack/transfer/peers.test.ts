@@ -71,6 +71,21 @@ describe("Xen Orchestra", () => {
     assert.ok((await readVdi(host.service.ts, await diskOf(back), d)).equals(diskBytes(d)));
   });
 
+  test("xen-api putResource of a VHD and of a raw disk into a VDI, with their lengths, as importContent calls /import_raw_vdi", async () => {
+    const raw = Buffer.alloc(8 * MiB);
+    patternBlock(41).copy(raw, 0);
+    patternBlock(42).copy(raw, 6 * MiB + 512);
+    await writeFile(join(work, "xo.raw"), raw);
+    await run("qemu-img", ["convert", "-f", "raw", "-O", "vpc", "-o", "subformat=dynamic,force_size=on", join(work, "xo.raw"), join(work, "xo.vhd")]);
+    const vhd = await readFile(join(work, "xo.vhd"));
+    const sr = await call<string>("pool.get_default_SR", (await call<string[]>("pool.get_all"))[0]);
+    for (const [format, body] of [["vhd", vhd], ["raw", raw]] as const) {
+      const vdi = await call<string>("VDI.create", { SR: sr, virtual_size: raw.length, name_label: `xo ${format}`, type: "user", sharable: false, read_only: false, other_config: {} });
+      await xapi.putResource(Object.assign(Readable.from([body]), { length: body.length }), "/import_raw_vdi/", { query: { format, vdi } });
+      assert.ok((await readVdi(host.service.ts, vdi)).subarray(0, raw.length).equals(raw), format);
+    }
+  });
+
   test("@xen-orchestra/xva's writer makes an archive that imports with identical disk bytes", async () => {
     const size = 16 * MiB;
     const raw = Buffer.alloc(size);

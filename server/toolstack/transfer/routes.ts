@@ -1,7 +1,10 @@
-// The HTTP side of VM import and export (vm-import-export.md, compat-notes §2–3): /export, /export_metadata,
-// /import, /import_metadata. Arguments are checked before any body moves; a refusal is a status with its
+// The HTTP side of VM and disk import and export (vm-import-export.md, compat-notes §2–3): /export,
+// /export_metadata, /import, /import_metadata, /import_raw_vdi. Arguments are checked before any body moves; a refusal is a status with its
 // reason (and the caller's task failed with it). Past that the response starts at once with `task-id`, and
 // the outcome goes through the task.
+import { mkdir, rm } from "node:fs/promises";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { join } from "node:path";
 import { z } from "zod";
 import type { Compression } from "../../xva/compression.ts";
 import { bodyIdleTimeoutMs } from "../../config.ts";
@@ -10,11 +13,13 @@ import { expectsContinue, readAway } from "../http.ts";
 import type { StoredObject } from "../objects.ts";
 import type { TaskControl } from "../tasks.ts";
 import { attachedSr } from "../srs.ts";
-import { findVdiLocation } from "../vdi-records.ts";
+import { vdiByUuid } from "../calls/vdi.ts";
+import { findVdiLocation, locateVdi } from "../vdi-records.ts";
 import type { Feature, Toolstack } from "../toolstack.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
 import { etagDate, exportDisposition, exportVm, type PreparedExport, prepareExport } from "./export.ts";
 import { checked, elsewhere, parseArguments, redirect, refuse, requestBody, resource, runInTask, taskFor, zFlag } from "./http-resource.ts";
+import { DISK_IMPORT_FORMATS, type DiskImportFormat, type DiskImportOptions, importDisk } from "./disk-import.ts";
 import { importMetadata, importVm } from "./import.ts";
 import { recoverTransfer, TRANSFER_TASK_KIND } from "./transfer-state.ts";
 
@@ -110,35 +115,102 @@ function serveImport(metadataOnly: boolean) {
       const sr = await checked(attachedSr(ts, srRef));
       work = (control) => importVm(ts, control, body(control), { sr, force: query.force, restore: query.restore });
     }
-    const length = request.headers["content-length"];
-    if (length === "0" || (length === undefined && request.headers["transfer-encoding"] === undefined)) {
-      // Xen Orchestra's redirect probe: an empty PUT without a task. Nothing to import, nothing made.
-      if (args.get("task_id") === undefined) {
-        response.writeHead(200, { "content-length": 0 });
-        response.end();
-        return;
-      }
-      throw refuse(400, new XenApiError("IMPORT_ERROR", ["the request has no body: send the archive"]));
-    }
-    const task = await taskFor(ts, args, metadataOnly ? "VM metadata import" : "VM import");
-    if (expectsContinue(request)) response.writeContinue();
-    response.writeHead(200, { "task-id": task, "content-type": "application/octet-stream" });
-    response.flushHeaders();
-    const succeeded = await runInTask(ts, task, work);
-    // A failed import leaves a client still sending: drain it first (for a while), so that it reads the
-    // answer rather than a reset.
-    if (!succeeded && !request.complete) await readAway(request);
-    response.end();
+    await receive(ts, request, response, args, metadataOnly ? "VM metadata import" : "VM import", work);
   });
 }
 
-export const VM_TRANSFER_FEATURE: Feature = {
+/**
+ * An upload's answer once its arguments are checked: 200 with `task-id` before any body is read, then `work` in
+ * the task. Xen Orchestra's redirect probe, a PUT without a task that is empty or claims its 1 PiB stand-in
+ * length (it hangs up once answered), is answered 200 with nothing made: an import started for it would hold a
+ * VDI the real upload, right behind it, then finds busy.
+ */
+async function receive(ts: Toolstack, request: IncomingMessage, response: ServerResponse, args: Map<string, string>, label: string, work: Parameters<typeof runInTask>[2]): Promise<void> {
+  const length = request.headers["content-length"];
+  if (args.get("task_id") === undefined && Number(length) >= UNKNOWN_LENGTH) {
+    response.writeHead(200, { "content-length": 0, connection: "close" });
+    response.end();
+    return;
+  }
+  if (length === "0" || (length === undefined && request.headers["transfer-encoding"] === undefined)) {
+    if (args.get("task_id") === undefined) {
+      response.writeHead(200, { "content-length": 0 });
+      response.end();
+      return;
+    }
+    throw refuse(400, new XenApiError("IMPORT_ERROR", ["the request has no body: send the file"]));
+  }
+  const task = await taskFor(ts, args, label);
+  if (expectsContinue(request)) response.writeContinue();
+  response.writeHead(200, { "task-id": task, "content-type": "application/octet-stream", "cache-control": "no-cache, no-store" });
+  response.flushHeaders();
+  const succeeded = await runInTask(ts, task, work);
+  // A failed import leaves a client still sending: drain it first (for a while), so that it reads the
+  // answer rather than a reset.
+  if (!succeeded && !request.complete) await readAway(request);
+  response.end();
+}
+
+const ZDiskImportQuery = z.object({
+  vdi: z.string().min(1).optional(),
+  sr_id: zRefArg.optional(),
+  sr_uuid: z.string().min(1).optional(),
+  format: z.string().default("raw").transform((v) => v.toLowerCase()),
+  /** Presence alone asks for the framing, as in xapi. */
+  chunked: z.string().optional().transform((v) => v !== undefined),
+});
+
+/** Where disk imports keep aside what arrives before the table that places it. */
+const spillDir = (ts: Toolstack) => join(ts.dataDir, "spill");
+
+/** Xen Orchestra's Content-Length for a stream of unknown length (1 PiB): the body ends when the client closes. */
+const UNKNOWN_LENGTH = 2 ** 50;
+
+/** The body's length from Content-Length, unless absent or Xen Orchestra's stand-in for "unknown". */
+function bodyLength(request: IncomingMessage): number | undefined {
+  const length = Number(request.headers["content-length"]);
+  return Number.isSafeInteger(length) && length < UNKNOWN_LENGTH ? length : undefined;
+}
+
+/** The VDI named by `vdi` (a ref, else a uuid), or the SR to make one on; refusals as xapi answers them. */
+async function diskImportTarget(ts: Toolstack, query: z.output<typeof ZDiskImportQuery>, length: number | undefined): Promise<DiskImportOptions["target"]> {
+  if (query.vdi !== undefined) {
+    const ref = query.vdi.startsWith("OpaqueRef:") ? query.vdi : await checked(vdiByUuid(ts, query.vdi));
+    return { vdi: await checked(locateVdi(ts, ref)) };
+  }
+  const srRef = query.sr_id ?? (query.sr_uuid === undefined ? undefined : (await checked(ts.objects.getByUuid("SR", query.sr_uuid))).ref);
+  if (srRef === undefined) throw refuse(400, new XenApiError("VDI_MISSING", ["", "import_raw_vdi needs vdi=<ref or uuid> to write into, or sr_id or sr_uuid to make one on"]));
+  await checked(ts.objects.get("SR", srRef));
+  if (query.format === "raw" && (query.chunked || length === undefined)) throw refuse(400, new XenApiError("VDI_MISSING", ["", "Not enough info supplied to import: a raw body makes a new VDI only with its Content-Length, and never chunked; name the VDI with vdi="]));
+  return { sr: await checked(attachedSr(ts, srRef)) };
+}
+
+const serveDiskImport = resource(["PUT", "POST"], async (ts, request, response, url, args) => {
+  const query = parseArguments(ZDiskImportQuery, args);
+  if (!(DISK_IMPORT_FORMATS as readonly string[]).includes(query.format)) throw refuse(404, new XenApiError("INTERNAL_ERROR", [`Unknown format ${query.format}: /import_raw_vdi reads ${DISK_IMPORT_FORMATS.join(", ")}`]));
+  const format = query.format as DiskImportFormat;
+  if (query.chunked && format !== "raw") throw refuse(404, new XenApiError("INTERNAL_ERROR", [`Cannot handle chunked ${format}: chunked framing carries raw data only`]));
+  const length = bodyLength(request);
+  const target = await diskImportTarget(ts, query, length);
+  const srRef = "vdi" in target ? target.vdi.sr.ref : target.sr.ref;
+  const host = await elsewhere(ts, [srRef]);
+  if (host !== undefined) return redirect(request, response, url, host);
+  await receive(ts, request, response, args, "VDI import", (control) => importDisk(ts, control, requestBody(request, control.signal), { format, chunked: query.chunked, target, length, spillDir: spillDir(ts) }));
+});
+
+export const TRANSFER_FEATURE: Feature = {
   calls: [],
   routes: {
     "/export": serveExport(false),
     "/export_metadata": serveExport(true),
     "/import": serveImport(false),
     "/import_metadata": serveImport(true),
+    "/import_raw_vdi": serveDiskImport,
   },
-  start: async (ts) => ts.tasks.registerRecovery(TRANSFER_TASK_KIND, (ref, record) => recoverTransfer(ts, ref, record)),
+  start: async (ts) => {
+    // Spill files of imports a killed run left: their tasks fail below, as interrupted.
+    await rm(spillDir(ts), { recursive: true, force: true });
+    await mkdir(spillDir(ts), { recursive: true });
+    ts.tasks.registerRecovery(TRANSFER_TASK_KIND, (ref, record) => recoverTransfer(ts, ref, record));
+  },
 };

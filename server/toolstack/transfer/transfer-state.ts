@@ -18,7 +18,7 @@ export const TRANSFER_TASK_KIND = "vm-transfer";
 const STATE_KEY = "hangar:vm-transfer";
 
 const ZState = z.object({
-  what: z.enum(["import", "export"]),
+  what: z.enum(["import", "export", "disk import"]),
   vms: z.array(z.string()),
   volumes: z.array(z.object({ sr: z.string(), key: z.string() })),
   attachments: z.array(z.object({ uri: z.string(), domain: z.string(), mode: z.enum(["ro", "rw", "none"]) })),
@@ -108,6 +108,6 @@ export async function recoverTransfer(ts: Toolstack, ref: string, record: XenRec
   const text = (record.other_config as Record<string, string> | undefined)?.[STATE_KEY];
   const parsed = text === undefined ? undefined : ZState.safeParse(JSON.parse(text));
   if (parsed?.success) await new TransferState(ts, undefined, parsed.data.what, parsed.data).undo();
-  const what = parsed?.success ? `the VM ${parsed.data.what}` : "the transfer";
+  const what = !parsed?.success ? "the transfer" : parsed.data.what === "disk import" ? "the disk import" : `the VM ${parsed.data.what}`;
   throw new XenApiError("TASK_INTERRUPTED", [ref, `the toolstack restarted during ${what}; what it had made was removed`]);
 }

@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { BufferPool } from "../../buffer-pool.ts";
 import { NbdClient, NbdError } from "../../nbd/client.ts";
 import { type Extent, STATE_ZERO } from "../../nbd/backend.ts";
+import type { DiskRun } from "../../disk/image.ts";
 import type { XvaBlock } from "../../xva/writer.ts";
 import { isZeroBlock, XVA_BLOCK_SIZE } from "../../xva/format.ts";
 import { type Attachment, plug, unplug } from "../datapath-session.ts";
@@ -16,6 +17,8 @@ import { XenApiError } from "../../xenapi/errors.ts";
 
 /** Blocks read ahead (or written behind) per disk: enough to keep the datapath busy while a block is sent. */
 const WINDOW = 16;
+/** The most one WRITE_ZEROES asks for (its length is 32 bits). */
+const ZEROES_REQUEST = 1024 ** 3;
 /** Block status asked for this much at a time. */
 const STATUS_SPAN = 256 * XVA_BLOCK_SIZE;
 
@@ -82,6 +85,15 @@ export class DatapathClient {
 
   flush(): Promise<void> {
     return this.#named(this.#nbd.flush());
+  }
+
+  /** Makes [offset, offset+length) read as zeros: WRITE_ZEROES where the export has it, else written zeros. */
+  async writeZeroes(offset: number, length: number): Promise<void> {
+    const step = this.#nbd.canWriteZeroes ? ZEROES_REQUEST : XVA_BLOCK_SIZE;
+    for (let at = offset; at < offset + length; at += step) {
+      const size = Math.min(step, offset + length - at);
+      await this.#named(this.#nbd.canWriteZeroes ? this.#nbd.writeZeroes(at, size) : this.#nbd.write(at, Buffer.alloc(size)));
+    }
   }
 
   blockStatus(offset: number, length: number): Promise<Extent[]> {
@@ -201,33 +213,37 @@ export async function* readDiskBlocks(client: DatapathClient, size: number, sign
 }
 
 /**
- * Writes blocks at their offsets, WINDOW in flight, zero blocks left out (a new volume reads zeros there); then
- * flushes. Each block's buffer goes to `done` once written (or skipped), for reuse.
+ * Writes runs at their offsets, WINDOW in flight; then flushes. Into a `zeroed` target (a new volume, which reads
+ * zeros) zero runs and zero blocks are left out, so holes stay holes; into any other they are written as zeros.
+ * Each data buffer goes to `done` once written (or skipped), for reuse.
  */
-export async function writeDiskBlocks(
+export async function writeDiskRuns(
   client: DatapathClient,
-  blocks: AsyncIterable<{ offset: number; data: Buffer }>,
-  onBlock: (end: number) => void,
-  done: (data: Buffer) => void = () => {},
+  runs: AsyncIterable<DiskRun>,
+  options: { zeroed: boolean; onRun: (end: number, length: number) => void; done?: (data: Buffer) => void },
 ): Promise<void> {
   const inFlight = new Set<Promise<void>>();
   let failure: unknown;
-  for await (const block of blocks) {
+  const send = (request: Promise<void>) => {
+    const sent = request.catch((error: unknown) => {
+      failure ??= error;
+    });
+    inFlight.add(sent);
+    void sent.finally(() => inFlight.delete(sent));
+  };
+  for await (const run of runs) {
     if (failure !== undefined) break;
-    if (isZeroBlock(block.data)) {
-      done(block.data);
+    const length = "data" in run ? run.data.byteLength : run.zeros;
+    const zeros = !("data" in run) || isZeroBlock(run.data);
+    if ("data" in run && zeros) options.done?.(run.data);
+    if (zeros) {
+      if (!options.zeroed && length > 0) send(client.writeZeroes(run.offset, length));
     } else {
-      const write = client.write(block.offset, block.data).then(
-        () => done(block.data),
-        (error: unknown) => {
-          failure ??= error;
-        },
-      );
-      inFlight.add(write);
-      void write.finally(() => inFlight.delete(write));
-      if (inFlight.size >= WINDOW) await Promise.race(inFlight);
+      const { data } = run as { data: Buffer };
+      send(client.write(run.offset, data).then(() => options.done?.(data)));
     }
-    onBlock(block.offset + block.data.byteLength);
+    if (inFlight.size >= WINDOW) await Promise.race(inFlight);
+    options.onRun(run.offset + length, length);
   }
   await Promise.all(inFlight);
   if (failure !== undefined) throw failure;

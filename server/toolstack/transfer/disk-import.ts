@@ -1,0 +1,124 @@
+// PUT /import_raw_vdi, the work: a disk image read as it arrives (raw, xapi's chunked framing, VHD, qcow2) and written
+// into a VDI through its datapath's NBD export, run by run in the file's order. Into a VDI the import makes,
+// what the image leaves out is already zeros; into a VDI it was given, it is written as zeros (a delta leaves it
+// as it was). A failure removes a VDI the import made, and says how far a given one was written.
+import type { Readable } from "node:stream";
+import { ByteReader } from "../../disk/byte-reader.ts";
+import { readChunked } from "../../disk/chunked.ts";
+import { type DiskImage, DiskImageError } from "../../disk/image.ts";
+import { readRaw } from "../../disk/raw.ts";
+import { SNIFF_BYTES, sniffFormat } from "../../disk/sniff.ts";
+import { openQcow2 } from "../../disk/qcow2.ts";
+import { openVhd } from "../../disk/vhd.ts";
+import { createVdi } from "../calls/vdi.ts";
+import { type AttachedSr, statSr } from "../srs.ts";
+import type { TaskControl } from "../tasks.ts";
+import type { Toolstack } from "../toolstack.ts";
+import { announceChanges, currentOperations, type LocatedVdi, markOperation, vdiRecord } from "../vdi-records.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
+import { objectErrors } from "../object-errors.ts";
+import { asImportError, importError } from "./import.ts";
+import { TransferState } from "./transfer-state.ts";
+import { openVolume, writeDiskRuns } from "./volume-io.ts";
+
+/** The formats /import_raw_vdi reads (`format=`, case-insensitive). */
+export const DISK_IMPORT_FORMATS = ["raw", "vhd", "qcow2"] as const;
+export type DiskImportFormat = (typeof DISK_IMPORT_FORMATS)[number];
+
+/** xapi's name for a VDI it makes from an upload. */
+export const IMPORTED_VDI_NAME = "Imported VDI";
+
+export interface DiskImportOptions {
+  format: DiskImportFormat;
+  /** xapi's chunked framing (raw only). */
+  chunked: boolean;
+  /** The VDI to write into, or the SR to make one on. */
+  target: { vdi: LocatedVdi } | { sr: AttachedSr };
+  /** The body's length when the request says it. */
+  length: number | undefined;
+  /** Where a reader keeps aside what arrives before the table that places it (qcow2). */
+  spillDir: string;
+}
+
+/** The image on `reader`, of at most `limit` bytes for raw (the VDI's size, or the body's when making one). */
+async function openImage(reader: ByteReader, options: DiskImportOptions, limit: number | undefined): Promise<DiskImage> {
+  if (options.format === "vhd") return openVhd(reader, options.length);
+  if (options.format === "qcow2") return openQcow2(reader, { length: options.length, spillDir: options.spillDir });
+  const virtualSize = limit ?? options.length;
+  if (virtualSize === undefined) throw importError("a raw import into a new VDI needs the body's Content-Length: it is the VDI's size");
+  if (!options.chunked && options.length !== undefined && options.length > virtualSize) throw new DiskImageError(`the body goes on past the disk's ${virtualSize} bytes`, virtualSize);
+  const runs = options.chunked ? readChunked(reader, virtualSize) : readRaw(reader, virtualSize);
+  // A chunked stream writes only its frames: the rest of the VDI stays as it was, as in xapi.
+  return { format: "raw", virtualSize, differencing: options.chunked, runs };
+}
+
+/** Refuses a body whose magic names another format than the one asked for. */
+async function checkMagic(reader: ByteReader, options: DiskImportOptions): Promise<void> {
+  const head = await reader.peek(SNIFF_BYTES);
+  if (head.length === 0) throw importError("the body is empty: send the disk image");
+  if (options.chunked) return;
+  const sniffed = sniffFormat(head);
+  if (sniffed === "gzip" || sniffed === "zstd") throw importError(`the body is ${sniffed}-compressed (its magic number says so): send the disk image itself, decompressed`);
+  if (sniffed !== undefined && sniffed !== options.format) throw importError(`the body is a ${sniffed} image (its magic number says so), not ${options.format}: import it with format=${sniffed}`);
+}
+
+/** /import_raw_vdi: answers the ref of the VDI written. */
+export async function importDisk(ts: Toolstack, control: TaskControl, source: Readable, options: DiskImportOptions): Promise<string> {
+  const state = new TransferState(ts, control, "disk import");
+  const reader = new ByteReader(source);
+  const given = "vdi" in options.target ? options.target.vdi : undefined;
+  let vdi: LocatedVdi | undefined = given;
+  let release = () => {};
+  let written = 0;
+  try {
+    let limit: number | undefined;
+    if (given !== undefined) {
+      const [operation] = Object.values(currentOperations(ts, given.ref));
+      if (operation !== undefined) throw objectErrors.otherOperationInProgress("VDI", given.ref, operation);
+      release = markOperation(ts, [given.ref], control.ref, "import");
+      limit = Number((await vdiRecord(ts, given)).virtual_size);
+    }
+    await checkMagic(reader, options);
+    const image = await openImage(reader, options, limit);
+    if (given !== undefined && image.virtualSize > limit!) throw importError(`the ${image.format} image's virtual size, ${image.virtualSize} bytes, is more than the VDI's ${limit} bytes`);
+    if (given === undefined) {
+      const { sr } = options.target as { sr: AttachedSr };
+      const free = Number((await statSr(ts, sr, { fresh: true })).free_space);
+      if (image.virtualSize > free) throw new XenApiError("SR_BACKEND_FAILURE", [`the ${image.format} image's virtual size, ${image.virtualSize} bytes, is more than the ${free} bytes free on SR ${sr.uuid}`]);
+      const made = await createVdi(ts, { SR: sr.ref, virtual_size: image.virtualSize, name_label: IMPORTED_VDI_NAME }, { own: (key, tx) => state.addVolume(sr.ref, key, tx) });
+      vdi = { ref: made.ref, sr: made.sr, key: made.key };
+      release = markOperation(ts, [made.ref], control.ref, "import");
+    }
+    const target = vdi!;
+    const volume = await openVolume(ts, target.sr, target.key, "rw", (attachment) => state.addAttachment(attachment));
+    try {
+      await writeDiskRuns(volume.client, image.runs, {
+        zeroed: given === undefined,
+        onRun: (end, length) => {
+          control.signal.throwIfAborted();
+          written += length;
+          control.progress(options.length === undefined ? end / image.virtualSize : reader.position / options.length);
+        },
+      });
+    } finally {
+      await volume.close();
+      await state.released(volume.attachment);
+    }
+    control.signal.throwIfAborted();
+    await state.keep();
+    await announceChanges(ts, target.sr.ref, { modified: [target.ref] });
+    return target.ref;
+  } catch (error) {
+    await state.undo();
+    if (control.signal.aborted) throw error;
+    const failure = asImportError(error);
+    if (given === undefined || written === 0) throw failure;
+    const [reason = "", ...rest] = failure.params;
+    throw new XenApiError(failure.code, [`${reason}; the VDI ${given.ref} keeps the ${written} bytes of the image written before the failure`, ...rest]);
+  } finally {
+    // Read to its end or not (a chunked stream's terminator may come before it), the body is done with: its idle
+    // timer stops with it.
+    source.destroy();
+    release();
+  }
+}
