@@ -130,12 +130,18 @@ async function openDynamic(reader: ByteReader, footer: Footer, length: number | 
   const virtualSize = footer.currentSize;
   async function* runs(): AsyncGenerator<DiskRun> {
     // What the file leaves out: zeros on a dynamic disk, the parent's on a differencing one.
+    // Neighbouring left-out blocks go out as one run: a sparse disk of 2040 GiB has a million of them.
     if (!differencing) {
       const present = new Set(held.map((block) => block.index));
-      for (let index = 0; index < blocks; index++) {
-        if (present.has(index)) continue;
-        const offset = index * blockSize;
-        yield { offset, zeros: Math.min(blockSize, virtualSize - offset) };
+      for (let index = 0; index < blocks; ) {
+        if (present.has(index)) {
+          index++;
+          continue;
+        }
+        const first = index;
+        while (index < blocks && !present.has(index)) index++;
+        const offset = first * blockSize;
+        yield { offset, zeros: Math.min(index * blockSize, virtualSize) - offset };
       }
     }
     for (const block of held) {
