@@ -99,7 +99,7 @@ function requireFeature(sr: AttachedSr, feature: string): void {
 }
 
 /** A VDI that no other task is working on. */
-function requireIdle(ts: Toolstack, vdi: LocatedVdi): void {
+export function requireIdle(ts: Toolstack, vdi: LocatedVdi): void {
   const [operation] = Object.values(currentOperations(ts, vdi.ref));
   if (operation !== undefined) throw objectErrors.otherOperationInProgress("VDI", vdi.ref, operation);
 }

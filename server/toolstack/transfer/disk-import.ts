@@ -10,13 +10,12 @@ import { readRaw } from "../../disk/raw.ts";
 import { SNIFF_BYTES, sniffFormat } from "../../disk/sniff.ts";
 import { openQcow2 } from "../../disk/qcow2.ts";
 import { openVhd } from "../../disk/vhd.ts";
-import { createVdi } from "../calls/vdi.ts";
+import { createVdi, requireIdle } from "../calls/vdi.ts";
 import { type AttachedSr, statSr } from "../srs.ts";
 import type { TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { announceChanges, currentOperations, type LocatedVdi, markOperation, vdiRecord } from "../vdi-records.ts";
+import { announceChanges, type LocatedVdi, markOperation, vdiRecord } from "../vdi-records.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
-import { objectErrors } from "../object-errors.ts";
 import { asImportError, importError } from "./import.ts";
 import { TransferState } from "./transfer-state.ts";
 import { openVolume, writeDiskRuns } from "./volume-io.ts";
@@ -73,8 +72,7 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
   try {
     let limit: number | undefined;
     if (given !== undefined) {
-      const [operation] = Object.values(currentOperations(ts, given.ref));
-      if (operation !== undefined) throw objectErrors.otherOperationInProgress("VDI", given.ref, operation);
+      requireIdle(ts, given);
       release = markOperation(ts, [given.ref], control.ref, "import");
       limit = Number((await vdiRecord(ts, given)).virtual_size);
     }
