@@ -13,6 +13,8 @@ missing=()
 for tool in "${!wanted[@]}"; do command -v "$tool" >/dev/null || missing+=("${wanted[$tool]}"); done
 # PostgreSQL's server (the database tests start a throwaway cluster): Debian keeps it off the PATH.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+# libvhdi's Python binding: the VHD writer's tests read a differencing VHD through its parent with it.
+/usr/bin/python3 -c 'import pyvhdi' 2>/dev/null || missing+=(python3-libvhdi)
 if ((${#missing[@]})); then
   packages=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
   if [ "$(id -u)" = 0 ]; then

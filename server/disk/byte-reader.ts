@@ -74,4 +74,14 @@ export class ByteReader {
   async atEnd(): Promise<boolean> {
     return !(await this.#fill());
   }
+
+  /** The rest of the stream, as it comes (what was peeked first), for a reader of its own. */
+  async *rest(): AsyncGenerator<Buffer> {
+    while (await this.#fill()) {
+      const chunk = this.#head;
+      this.#head = Buffer.alloc(0);
+      this.position += chunk.length;
+      yield chunk;
+    }
+  }
 }

@@ -13,6 +13,8 @@ export interface DiskImage {
    */
   differencing: boolean;
   runs: AsyncIterable<DiskRun>;
+  /** Lets go of what the image holds besides the stream (a file kept aside, a process), read or not. */
+  close?(): Promise<void>;
 }
 
 /** A malformed image, with the file offset where it was found when there is one. */

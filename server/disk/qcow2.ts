@@ -5,12 +5,12 @@
 // cluster; zero and unallocated clusters are zero runs. Backing files, encryption, external data files and
 // extended L2 entries are refused in words. All fields are big-endian.
 import { constants, inflateRawSync, zstdDecompressSync } from "node:zlib";
-import { isZeroBlock, XVA_BLOCK_SIZE } from "../xva/format.ts";
+import { AnyOrder } from "./any-order.ts";
 import type { ByteReader } from "./byte-reader.ts";
 import { type DiskImage, DiskImageError, type DiskRun } from "./image.ts";
-import { Spill } from "./spill.ts";
+import { dataRuns, ZeroRuns } from "./runs.ts";
 
-const MAGIC = 0x514649fb;
+export const MAGIC = 0x514649fb;
 const V2_HEADER = 72;
 /** qemu's own limits: 32 MiB of L1 table; clusters of 512 bytes to 2 MiB. */
 const MAX_L1_ENTRIES = (32 * 1024 * 1024) / 8;
@@ -23,58 +23,17 @@ const MAX_PENDING = 1 << 22;
 const OFFSET_MASK = 0x00fffffffffffe00n;
 const COMPRESSED = 1n << 62n;
 const INCOMPATIBLE = { dirty: 1n, corrupt: 2n, externalData: 4n, compressionType: 8n, extendedL2: 16n } as const;
-const PIECE = XVA_BLOCK_SIZE;
 
 function fail(message: string, offset?: number): never {
   throw new DiskImageError(message, offset);
 }
 
 /** What the stream holds at a host offset that the reader wants. */
-type Target =
-  | { kind: "l1"; start: number; length: number }
+type Qcow2Target =
+  | { kind: "l1"; start: number; length: number; entryAt: number }
   | { kind: "l2"; start: number; index: number; entryAt: number }
   | { kind: "data"; start: number; guest: number; entryAt: number }
   | { kind: "compressed"; start: number; end: number; guest: number; entryAt: number };
-
-/** A min-heap of targets by host offset. */
-class Targets {
-  readonly #heap: Target[] = [];
-  get size(): number {
-    return this.#heap.length;
-  }
-  push(target: Target): void {
-    const heap = this.#heap;
-    heap.push(target);
-    for (let i = heap.length - 1; i > 0; ) {
-      const parent = (i - 1) >> 1;
-      if (heap[parent]!.start <= heap[i]!.start) break;
-      [heap[parent], heap[i]] = [heap[i]!, heap[parent]!];
-      i = parent;
-    }
-  }
-  peek(): Target | undefined {
-    return this.#heap[0];
-  }
-  pop(): Target | undefined {
-    const heap = this.#heap;
-    const top = heap[0];
-    const last = heap.pop();
-    if (heap.length > 0 && last !== undefined) {
-      heap[0] = last;
-      for (let i = 0; ; ) {
-        const left = 2 * i + 1;
-        const right = left + 1;
-        let least = i;
-        if (left < heap.length && heap[left]!.start < heap[least]!.start) least = left;
-        if (right < heap.length && heap[right]!.start < heap[least]!.start) least = right;
-        if (least === i) break;
-        [heap[least], heap[i]] = [heap[i]!, heap[least]!];
-        i = least;
-      }
-    }
-    return top;
-  }
-}
 
 /**
  * The length of the zstd frame `data` starts with (RFC 8878 §3.1.1), so that what follows it in the cluster's
@@ -169,42 +128,14 @@ async function* qcow2Runs(reader: ByteReader, header: Header, options: Qcow2Opti
   const entriesPerL2 = clusterSize / 8;
   const compressedBits = BigInt(62 - (clusterBits - 8));
   const compressedOffsetMask = (1n << compressedBits) - 1n;
-  const targets = new Targets();
-  let tablesUnread = 1;
-  const spill = new Spill(options.spillDir);
-  /** Clusters read back from the spill: a second table naming one of them names a cluster twice. */
-  const takenFromSpill = new Set<number>();
-  let lastStart = -1;
+  const file = new AnyOrder<Qcow2Target>(reader, { spillDir: options.spillDir, maxPending: MAX_PENDING });
+  file.tablesUnread = 1;
+  const zeros = new ZeroRuns(virtualSize);
 
   const inFile = (start: number, length: number, what: string, entryAt: number) => {
     if (start < clusterSize) fail(`${what} at byte ${start} lies inside the header cluster`, entryAt);
     if (options.length !== undefined && start + length > options.length) fail(`${what} at byte ${start} ends past the file's ${options.length} bytes`, entryAt);
   };
-  const push = (target: Target) => {
-    if (targets.size >= MAX_PENDING) fail(`over ${MAX_PENDING} clusters named before their data: this file's order cannot be read as a stream; convert it with qemu-img first`, target.kind === "l1" ? 40 : target.entryAt);
-    targets.push(target);
-  };
-  // Zero runs of neighbouring clusters go out as one (a sparse L1 of a large disk is millions of entries).
-  let zeroFrom = 0;
-  let zeroTo = 0;
-  function* zeros(guest: number, length: number): Generator<DiskRun> {
-    const end = Math.min(guest + length, virtualSize);
-    if (end <= guest) return;
-    if (guest !== zeroTo) yield* flushZeros();
-    if (zeroTo === zeroFrom) zeroFrom = guest;
-    zeroTo = end;
-  }
-  function* flushZeros(): Generator<DiskRun> {
-    if (zeroTo > zeroFrom) yield { offset: zeroFrom, zeros: zeroTo - zeroFrom };
-    zeroFrom = zeroTo = 0;
-  }
-  function* dataRuns(guest: number, data: Buffer): Generator<DiskRun> {
-    const inDisk = Math.min(data.length, virtualSize - guest);
-    for (let at = 0; at < inDisk; at += PIECE) {
-      const piece = data.subarray(at, Math.min(inDisk, at + PIECE));
-      yield isZeroBlock(piece) ? { offset: guest + at, zeros: piece.length } : { offset: guest + at, data: piece };
-    }
-  }
   async function* readL1(table: Buffer, at: number): AsyncGenerator<DiskRun> {
     const span = clusterSize * entriesPerL2;
     for (let index = 0; index * span < virtualSize; index++) {
@@ -213,15 +144,15 @@ async function* qcow2Runs(reader: ByteReader, header: Header, options: Qcow2Opti
       const entryAt = at + index * 8;
       const offset = Number(table.readBigUInt64BE(index * 8) & OFFSET_MASK);
       if (offset === 0) {
-        yield* zeros(index * span, span);
+        yield* zeros.add(index * span, span);
         continue;
       }
       if (offset % clusterSize !== 0) fail(`L1 entry ${index} points at byte ${offset}, not a cluster boundary`, entryAt);
       inFile(offset, clusterSize, `the L2 table of L1 entry ${index}`, entryAt);
-      push({ kind: "l2", start: offset, index, entryAt });
-      tablesUnread++;
+      file.push({ kind: "l2", start: offset, index, entryAt });
+      file.tablesUnread++;
     }
-    yield* flushZeros();
+    yield* zeros.flush();
   }
   function* readL2(table: Buffer, l1Index: number, at: number): Generator<DiskRun> {
     for (let i = 0; i < entriesPerL2; i++) {
@@ -235,22 +166,22 @@ async function* qcow2Runs(reader: ByteReader, header: Header, options: Qcow2Opti
         const end = (Math.floor(start / 512) + sectors + 1) * 512;
         inFile(start, 1, `the compressed cluster of disk offset ${guest}`, entryAt);
         if (end - start > 2 * clusterSize + 512) fail(`the compressed cluster of disk offset ${guest} spans ${end - start} bytes, more than a cluster's worth`, entryAt);
-        push({ kind: "compressed", start, end, guest, entryAt });
+        file.push({ kind: "compressed", start, end, guest, entryAt });
         continue;
       }
       const offset = Number(entry & OFFSET_MASK);
       if ((entry & 1n) !== 0n || offset === 0) {
         // A zero cluster (preallocated or not), or one not allocated: zeros, as no backing file is there.
-        yield* zeros(guest, clusterSize);
+        yield* zeros.add(guest, clusterSize);
         continue;
       }
       if (offset % clusterSize !== 0) fail(`the L2 entry of disk offset ${guest} points at byte ${offset}, not a cluster boundary`, entryAt);
       inFile(offset, clusterSize, `the cluster of disk offset ${guest}`, entryAt);
-      push({ kind: "data", start: offset, guest, entryAt });
+      file.push({ kind: "data", start: offset, guest, entryAt });
     }
-    yield* flushZeros();
+    yield* zeros.flush();
   }
-  const inflate = (compressed: Buffer, target: Extract<Target, { kind: "compressed" }>): Buffer => {
+  const inflate = (compressed: Buffer, target: Extract<Qcow2Target, { kind: "compressed" }>): Buffer => {
     let out: Buffer;
     try {
       out = header.compression === "deflate" ? inflateRawSync(compressed, { finishFlush: constants.Z_SYNC_FLUSH, maxOutputLength: clusterSize }) : zstdDecompressSync(compressed.subarray(0, zstdFrameLength(compressed)), { maxOutputLength: clusterSize });
@@ -260,77 +191,42 @@ async function* qcow2Runs(reader: ByteReader, header: Header, options: Qcow2Opti
     if (out.length !== clusterSize) fail(`the compressed cluster of disk offset ${target.guest} inflates to ${out.length} bytes, not its cluster's ${clusterSize}`, target.start);
     return out;
   };
-  /** A target's bytes: from the stream when ahead, else from the spill (met before its table). */
-  const bytesOf = async (start: number, length: number, what: string, entryAt: number): Promise<Buffer> => {
-    if (start >= reader.position) {
-      await passTo(start);
-      return reader.read(length, what);
-    }
-    const kept = takenFromSpill.has(start) ? undefined : await spill.take(start, length);
-    if (kept === undefined) fail(`${what} at byte ${start} overlaps bytes already read as something else`, entryAt);
-    takenFromSpill.add(start);
-    return kept;
-  };
-  /**
-   * A compressed cluster's bytes. Compressed clusters pack into shared sectors, so its range (to the end of its
-   * last sector) may run into the next target's: it ends there. Kept aside too while tables are unread, as a
-   * table still to come may name a cluster that starts inside it.
-   */
-  const compressedBytes = async (target: Extract<Target, { kind: "compressed" }>): Promise<Buffer> => {
-    const what = `the compressed cluster of disk offset ${target.guest}`;
-    const next = targets.peek()?.start;
-    const end = next !== undefined && next > target.start && next < target.end ? next : target.end;
-    if (target.start < reader.position) return (await spill.take(target.start, end - target.start, { partial: true })) ?? fail(`${what} at byte ${target.start} overlaps bytes already read as something else`, target.entryAt);
-    await passTo(target.start);
-    const bytes = await reader.readUpTo(end - target.start);
-    if (bytes.length === 0) fail(`the file ends before ${what}`, target.start);
-    if (tablesUnread > 0) await spill.keep(target.start, bytes);
-    return bytes;
-  };
-  /** Moves the stream to `offset`: what lies before is kept aside while tables are unread, else passed over. */
-  const passTo = async (offset: number): Promise<void> => {
-    while (reader.position < offset) {
-      if (tablesUnread === 0) return reader.skipTo(offset, "the next cluster");
-      const at = reader.position;
-      const piece = await reader.readUpTo(Math.min(PIECE, offset - at));
-      if (piece.length === 0) fail("the file ends before the next cluster the tables name", at);
-      await spill.keep(at, piece);
-    }
-  };
-
   try {
     if (virtualSize > 0) {
       const l1Bytes = header.l1Entries * 8;
       inFile(header.l1Offset, l1Bytes, "the L1 table", 40);
-      push({ kind: "l1", start: header.l1Offset, length: l1Bytes });
+      file.push({ kind: "l1", start: header.l1Offset, length: l1Bytes, entryAt: 40 });
     }
-    for (let target = targets.pop(); target !== undefined; target = targets.pop()) {
-      if (target.start === lastStart) fail(`two tables name the cluster at byte ${target.start}`, target.kind === "l1" ? 40 : target.entryAt);
-      lastStart = target.start;
+    for (let target = file.next(); target !== undefined; target = file.next()) {
       switch (target.kind) {
         case "l1": {
-          const table = await bytesOf(target.start, target.length, "the L1 table", 40);
-          tablesUnread--;
+          const table = await file.bytes(target.start, target.length, "the L1 table", 40);
+          file.tablesUnread--;
           yield* readL1(table, target.start);
           break;
         }
         case "l2": {
-          const table = await bytesOf(target.start, clusterSize, `the L2 table of L1 entry ${target.index}`, target.entryAt);
-          tablesUnread--;
+          const table = await file.bytes(target.start, clusterSize, `the L2 table of L1 entry ${target.index}`, target.entryAt);
+          file.tablesUnread--;
           yield* readL2(table, target.index, target.start);
           break;
         }
         case "data":
-          yield* dataRuns(target.guest, await bytesOf(target.start, clusterSize, `the cluster of disk offset ${target.guest}`, target.entryAt));
+          yield* dataRuns(target.guest, await file.bytes(target.start, clusterSize, `the cluster of disk offset ${target.guest}`, target.entryAt), virtualSize);
           break;
-        case "compressed":
-          yield* dataRuns(target.guest, inflate(await compressedBytes(target), target));
+        case "compressed": {
+          // Compressed clusters pack into shared sectors: its range ends where the next target starts, if inside.
+          const next = file.peekStart();
+          const end = next !== undefined && next > target.start && next < target.end ? next : target.end;
+          const bytes = await file.bytesUpTo(target.start, end, `the compressed cluster of disk offset ${target.guest}`, target.entryAt);
+          yield* dataRuns(target.guest, inflate(bytes, target), virtualSize);
           break;
+        }
       }
     }
     // What follows the last cluster wanted (refcount blocks, snapshots) is read and passed over.
-    while ((await reader.readUpTo(PIECE)).length > 0) if (options.length !== undefined && reader.position > options.length) fail(`the body goes on past the file's ${options.length} bytes`, options.length);
+    await file.finish(options.length);
   } finally {
-    await spill.close();
+    await file.close();
   }
 }

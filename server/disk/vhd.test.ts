@@ -8,9 +8,9 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { after, describe, test } from "node:test";
 import { ByteReader } from "./byte-reader.ts";
-import { type DiskImage, DiskImageError } from "./image.ts";
+import { DiskImageError } from "./image.ts";
 import { openVhd } from "./vhd.ts";
-import { sampleDisk } from "./testing.ts";
+import { applyRuns, sampleDisk } from "./testing.ts";
 
 const MiB = 1024 * 1024;
 const dir = mkdtempSync(join(tmpdir(), "hangar-vhd-"));
@@ -22,16 +22,6 @@ function qemuImage(raw: Buffer, name: string, options: string): string {
   const image = join(dir, `${name}.vhd`);
   execFileSync("qemu-img", ["convert", "-f", "raw", "-O", "vpc", "-o", options, source, image]);
   return image;
-}
-
-/** Every run applied over a target full of 0xAA, as the import writes them into a volume that held something. */
-async function apply(image: DiskImage): Promise<Buffer> {
-  const target = Buffer.alloc(image.virtualSize, 0xaa);
-  for await (const run of image.runs) {
-    if ("data" in run) run.data.copy(target, run.offset);
-    else target.fill(0, run.offset, run.offset + run.zeros);
-  }
-  return target;
 }
 
 const open = (bytes: Buffer | string, length?: number) =>
@@ -46,18 +36,18 @@ describe("VHD images read as a stream", () => {
     const image = await open(dynamic);
     assert.equal(image.virtualSize, raw.length);
     assert.equal(image.differencing, false);
-    assert.ok((await apply(image)).equals(raw));
+    assert.ok((await applyRuns(image)).equals(raw));
   });
 
   test("a dynamic VHD whose length the request does not say", async () => {
     const image = await openVhd(new ByteReader(createReadStream(dynamic)), undefined);
-    assert.ok((await apply(image)).equals(raw));
+    assert.ok((await applyRuns(image)).equals(raw));
   });
 
   test("a fixed VHD from qemu-img: the same bytes, its footer checked at the end", async () => {
     const image = await open(fixed);
     assert.equal(image.virtualSize, raw.length);
-    assert.ok((await apply(image)).equals(raw));
+    assert.ok((await applyRuns(image)).equals(raw));
   });
 
   const refusal = async (bytes: Buffer, pattern: RegExp, length = bytes.length) => {

@@ -7,10 +7,10 @@ import { isZeroBlock, XVA_BLOCK_SIZE } from "../xva/format.ts";
 import type { ByteReader } from "./byte-reader.ts";
 import { type DiskImage, DiskImageError, type DiskRun } from "./image.ts";
 
-const SECTOR = 512;
-const FOOTER_COOKIE = "conectix";
-const HEADER_COOKIE = "cxsparse";
-const DISK_TYPE = { fixed: 2, dynamic: 3, differencing: 4 } as const;
+export const SECTOR = 512;
+export const FOOTER_COOKIE = "conectix";
+export const HEADER_COOKIE = "cxsparse";
+export const DISK_TYPE = { fixed: 2, dynamic: 3, differencing: 4 } as const;
 const UNALLOCATED = 0xffffffff;
 /** xapi's largest VHD (Constants.max_vhd_size); the format's 32-bit sector BAT ends near 2 TiB anyway. */
 export const MAX_VHD_SIZE = 2040 * 1024 ** 3;
@@ -21,7 +21,7 @@ const MAX_BLOCK = 256 * 1024 * 1024;
 const PIECE = XVA_BLOCK_SIZE;
 
 /** The one's complement of the byte sum, the checksum field counted as zero (footer and header alike). */
-function checksum(structure: Buffer, field: number): number {
+export function checksum(structure: Buffer, field: number): number {
   let sum = 0;
   for (let i = 0; i < structure.length; i++) if (i < field || i >= field + 4) sum += structure[i]!;
   return ~sum >>> 0;

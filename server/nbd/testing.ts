@@ -10,7 +10,8 @@ import type { TestContext } from "node:test";
 import { promisify } from "node:util";
 import { STATE_HOLE, STATE_ZERO, type ExportBackend, type Extent } from "./backend.ts";
 import { openRawFileBackend } from "./raw-file-backend.ts";
-import { socketAccepts } from "./socket-probe.ts";
+
+export { waitForSocket } from "./socket-probe.ts";
 
 type Cleanup = (fn: () => Promise<void> | void) => void;
 
@@ -61,15 +62,6 @@ export async function firstLine(child: ChildProcess): Promise<string> {
   throw new Error(`process ended without printing a line (got ${JSON.stringify(text)})`);
 }
 
-/** Waits until a unix socket accepts connections. */
-export async function waitForSocket(socketPath: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await socketAccepts(socketPath)) return;
-    if (Date.now() > deadline) throw new Error(`socket ${socketPath} did not come up`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 /** A TCP listener that accepts connections and never says anything (a server stuck before its greeting); answers its port. */
 export async function startMuteListener(t: TestContext): Promise<number> {

@@ -10,13 +10,15 @@ import type { ObjectStore, StoredObject } from "./objects.ts";
 import { XenApiError, xenErrors } from "../xenapi/errors.ts";
 import { toXenApiError } from "./xenapi-errors.ts";
 import { encodeXmlRpcValue } from "../xenapi/xml-rpc.ts";
-import { NULL_REF, xenDate, type XenRecord, type XenValue } from "../xenapi/values.ts";
+import { NULL_REF, parseXenDate, xenDate, type XenRecord, type XenValue } from "../xenapi/values.ts";
 
 export const FINISHED_TASK_TTL_MS = 24 * 60 * 60 * 1000;
 /** Progress is written at most this often (a copy reports many times a second). */
 const PROGRESS_INTERVAL_MS = 250;
 /** other_config key naming what a task does, for recovery after a restart. */
 export const TASK_KIND_KEY = "hangar:kind";
+/** other_config key saying, in words, what a long task is doing now (a VHDX import: kept aside, then converted). */
+export const TASK_STEP_KEY = "hangar:step";
 /** other_config key of a task failed because its host died: that host cleans up after it when it is back. */
 const HOST_DIED_KEY = "hangar:host-died";
 /** Whether the pool failed the task because its host died (and that host has not yet cleaned up after it). */
@@ -326,9 +328,4 @@ export class Tasks {
     }
     return removed;
   }
-}
-
-function parseXenDate(text: string): number | undefined {
-  const match = /^(\d{4})(\d{2})(\d{2})T(\d{2}:\d{2}:\d{2})Z$/.exec(text);
-  return match === null ? undefined : Date.parse(`${match[1]}-${match[2]}-${match[3]}T${match[4]}Z`);
 }

@@ -22,6 +22,14 @@ export function xenDate(date: Date = new Date()): string {
   return date.toISOString().replace(/\.\d{3}Z$/, "Z").replaceAll("-", "");
 }
 
+/** XenAPI's dates ("20261125T13:50:12Z", or RFC 3339) as milliseconds; undefined for the epoch (not set) or garbage. */
+export function parseXenDate(text: string): number | undefined {
+  const match = /^(\d{4})-?(\d{2})-?(\d{2})T(\d{2}:\d{2}:\d{2})(?:\.\d+)?Z$/.exec(text);
+  if (match === null) return undefined;
+  const ms = Date.parse(`${match[1]}-${match[2]}-${match[3]}T${match[4]}Z`);
+  return ms > 0 ? ms : undefined;
+}
+
 /** The null reference, as XenAPI spells it. */
 export const NULL_REF = "OpaqueRef:NULL";
 

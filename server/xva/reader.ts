@@ -10,7 +10,7 @@ import { LegacyBlocks } from "./legacy-blocks.ts";
 import { parseOvaXml, type OvaXml } from "./ova-xml.ts";
 import { XvaReadError } from "./read-errors.ts";
 import { TarMembers } from "./tar-members.ts";
-import { XvaBlocks } from "./xva-blocks.ts";
+import { type DeclaredSize, XvaBlocks } from "./xva-blocks.ts";
 
 export { XvaChecksumError, XvaReadError } from "./read-errors.ts";
 
@@ -90,8 +90,17 @@ export async function openXva(source: AsyncIterable<Uint8Array> | Readable, opti
   }
   const { kind, ovaXml, metadata, legacyDisks } = head;
   const blocks = (sizes: ReadonlyMap<string, number>) =>
-    kind === "legacy" ? new LegacyBlocks(members, legacyDisks, blockBuffers).read() : new XvaBlocks(members, sizes, { force, blockBuffers }).read();
+    kind === "legacy" ? new LegacyBlocks(members, legacyDisks, blockBuffers).read() : new XvaBlocks(members, declaredIn(sizes), { force, blockBuffers }).read();
   return { kind, ovaXml, metadata, disks: byDisk(blocks, close), close };
+}
+
+/** Sizes from ova.xml's VDI records: a disk without one is no disk of ova.xml. */
+function declaredIn(sizes: ReadonlyMap<string, number>): DeclaredSize {
+  return (ref, member) => {
+    const size = sizes.get(ref);
+    if (size === undefined) throw new XvaReadError(`${member}: disk ${ref} has no declared size (not a disk of ova.xml)`);
+    return size;
+  };
 }
 
 type OvaXmlMember = Pick<XvaArchive, "kind" | "ovaXml" | "metadata"> & { legacyDisks: LegacyDisk[] };

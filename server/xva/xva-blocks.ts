@@ -9,10 +9,16 @@ import type { Member, TarMembers } from "./tar-members.ts";
 const MEMBER = /^([^/]+)\/(\d+)(\.xxhash|\.checksum)?$/;
 const CHECKSUM_KIND: Record<string, XvaChecksumKind> = { [CHECKSUM_SUFFIX.xxhash]: "xxhash", [CHECKSUM_SUFFIX.sha1]: "sha1" };
 
-/** The members after ova.xml, read once through `read()`; `sizes` are the disks' declared sizes. */
+/**
+ * A disk's declared size, given its ref and the member that starts it; throws XvaReadError for a disk that has
+ * none (not a disk of ova.xml, a second disk in a one-disk tar).
+ */
+export type DeclaredSize = (ref: string, member: string) => number;
+
+/** The members after ova.xml (or a one-disk tar's), read once through `read()`. */
 export class XvaBlocks {
   readonly #members: TarMembers;
-  readonly #sizes: ReadonlyMap<string, number>;
+  readonly #sizeOf: DeclaredSize;
   readonly #force: boolean;
   readonly #blockBuffers: BlockBuffers;
   /** Disks whose members are over. */
@@ -27,11 +33,15 @@ export class XvaBlocks {
   /** The block held for its checksum member. `full` is the member as it came (what its checksum covers); the block's data may be trimmed of padding. */
   #pending: { disk: string; member: string; full: Buffer; block: XvaBlockRead } | null = null;
 
-  constructor(members: TarMembers, sizes: ReadonlyMap<string, number>, options: { force: boolean; blockBuffers: BlockBuffers }) {
+  /** A delta's blocks (a one-disk tar's): those that differ from a base, 1 MiB each; the last need not come. */
+  readonly #delta: boolean;
+
+  constructor(members: TarMembers, sizeOf: DeclaredSize, options: { force: boolean; blockBuffers: BlockBuffers; delta?: boolean }) {
     this.#members = members;
-    this.#sizes = sizes;
+    this.#sizeOf = sizeOf;
     this.#force = options.force;
     this.#blockBuffers = options.blockBuffers;
+    this.#delta = options.delta ?? false;
   }
 
   async *read(): AsyncGenerator<DiskBlock, void, undefined> {
@@ -82,7 +92,7 @@ export class XvaBlocks {
       await this.#members.skip(member);
       return;
     }
-    if (this.#blockSize === 0) this.#blockSize = size;
+    if (this.#blockSize === 0) this.#blockSize = this.#delta ? XVA_BLOCK_SIZE : size;
     // Counter gaps are zero blocks of the first block's size.
     const offset = this.#offsetEnd + (counter - this.#lastDataCounter - 1) * this.#blockSize;
     const pastEnd = `${name}: data at bytes ${offset} to ${offset + size} is past the disk's declared size ${this.#declared}`;
@@ -99,11 +109,11 @@ export class XvaBlocks {
   /** The first member of disk `ref`: the disk before it is over, and must have come whole. */
   #startDisk(ref: string, name: string): void {
     if (this.#done.has(ref)) throw new XvaReadError(`${name}: disk ${ref} appears again after other members`);
-    if (!this.#sizes.has(ref)) throw new XvaReadError(`${name}: disk ${ref} has no declared size (not a disk of ova.xml)`);
+    const declared = this.#sizeOf(ref, name);
     this.#assertWhole(false);
     if (this.#disk !== null) this.#done.add(this.#disk);
     this.#disk = ref;
-    this.#declared = this.#sizes.get(ref)!;
+    this.#declared = declared;
     this.#lastCounter = this.#lastDataCounter = -1;
     this.#offsetEnd = this.#blockSize = 0;
   }
@@ -117,7 +127,7 @@ export class XvaBlocks {
 
   /** Writers always send the block holding a disk's last byte: without it the disk did not arrive whole. */
   #assertWhole(ended: boolean): void {
-    if (this.#disk === null || this.#offsetEnd >= this.#declared) return;
+    if (this.#disk === null || this.#offsetEnd >= this.#declared || this.#delta) return;
     const what = `disk ${this.#disk} stops at byte ${this.#offsetEnd} of its ${this.#declared} (the block holding its last byte never came)`;
     throw new XvaReadError(ended ? `archive truncated: ${what}` : `${what}: truncated`);
   }

@@ -4,7 +4,7 @@ import "server-only";
 
 import { z } from "zod";
 import { type XenApiClient, zTaskRecord } from "../../xenapi/client.ts";
-import { parseXenDate } from "../tasks/list-tasks.ts";
+import { parseXenDate } from "../../xenapi/values.ts";
 import { describeTaskError } from "../../xenapi/error-descriptions.ts";
 import type { TExportCompression, TExportProgressResponse, TStartExportResponse } from "./schema.ts";
 

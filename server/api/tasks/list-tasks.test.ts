@@ -3,7 +3,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { XenApiClient } from "../../xenapi/client.ts";
-import { classify, describeTask, parseXenDate, withoutStackTrace, ZTaskListRecord } from "./list-tasks.ts";
+import { parseXenDate } from "../../xenapi/values.ts";
+import { classify, describeTask, withoutStackTrace, ZTaskListRecord } from "./list-tasks.ts";
 
 const noToolstack = {} as XenApiClient;
 const created = Date.UTC(2026, 10, 25, 13, 0, 0);

@@ -8,6 +8,7 @@ import type { RegisteredPlugin } from "../../storage/registry.ts";
 import { type XenApiClient, zInt64, zTaskRecord } from "../../xenapi/client.ts";
 import { CONSOLE_DBG, hostPlugins, type PluginPlace, type PoolHost, poolHosts } from "../storage-access.ts";
 import { describeTaskError } from "../../xenapi/error-descriptions.ts";
+import { parseXenDate } from "../../xenapi/values.ts";
 import type { TListTasksResponse, TTask, TTaskKind, TTaskState } from "./schema.ts";
 
 /** other_config keys the toolstack writes on data tasks (server/toolstack/data-tasks.ts). */
@@ -56,14 +57,6 @@ function volumeBrief(xapi: XenApiClient, ref: string): Promise<VolumeBrief | und
   if (volumes.size > 1000) volumes.clear();
   volumes.set(ref, { at: Date.now(), brief });
   return brief;
-}
-
-/** XenAPI's dates ("20261125T13:50:12Z") as milliseconds; undefined for the epoch (not finished) or garbage. */
-export function parseXenDate(text: string): number | undefined {
-  const match = /^(\d{4})-?(\d{2})-?(\d{2})T(\d{2}:\d{2}:\d{2})(?:\.\d+)?Z$/.exec(text);
-  if (match === null) return undefined;
-  const ms = Date.parse(`${match[1]}-${match[2]}-${match[3]}T${match[4]}Z`);
-  return ms > 0 ? ms : undefined;
 }
 
 const STATES: Record<TaskListRecord["status"], TTaskState> = {

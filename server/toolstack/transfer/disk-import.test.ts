@@ -1,10 +1,10 @@
-// PUT /import_raw_vdi over real HTTP against a toolstack with a file SR: VHD images Debian's qemu-img writes
-// (dynamic and fixed) into a new VDI and over one full of garbage, raw bodies, xapi's chunked framing from a
+// PUT /import_raw_vdi over real HTTP against a toolstack with a file SR: VHD, qcow2, VMDK and VHDX images Debian's
+// qemu-img writes into a new VDI and over one full of garbage, raw bodies, xapi's chunked framing from a
 // Python script (Xen Orchestra's xen-api client: peers.test.ts); refusals as xapi answers them, and
 // bad bodies failing in words with nothing half-made left.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -107,6 +107,28 @@ describe("PUT /import_raw_vdi", () => {
     }
   });
 
+  test("VMDK (monolithicSparse, streamOptimized) and VHDX from qemu-img into new VDIs and over VDIs full of 0xAA; the VHDX kept aside is removed", async () => {
+    const images: Array<[string, string, string[]]> = [
+      ["vmdk", "vmdk", ["-o", "subformat=monolithicSparse"]],
+      ["vmdk", "vmdk", ["-o", "subformat=streamOptimized"]],
+      ["vhdx", "vhdx", []],
+    ];
+    for (const [format, qemuFormat, options] of images) {
+      const what = `${format} ${options.join(" ")}`;
+      const bytes = qemuImage(raw, what.replace(/\W+/g, "-"), qemuFormat, options);
+      const made = await importDisk(`sr_id=${sr}&format=${format}`, bytes, length(bytes));
+      assert.equal(made.task!.status, "success", `${what}: ${JSON.stringify(made.task!.error_info)}`);
+      const vdi = String(made.task!.result).match(/OpaqueRef:[0-9a-f-]+/)![0];
+      assert.equal(await call("VDI.get_virtual_size", vdi), raw.length, what);
+      assert.ok((await readVdi(host.service.ts, vdi)).subarray(0, raw.length).equals(raw), what);
+      const held = await garbageVdi(raw.length);
+      const into = await importDisk(`vdi=${held}&format=${format}`, Readable.from([bytes]));
+      assert.equal(into.task!.status, "success", `${what} over garbage: ${JSON.stringify(into.task!.error_info)}`);
+      assert.ok((await readVdi(host.service.ts, held)).subarray(0, raw.length).equals(raw), `${what} over garbage`);
+    }
+    assert.deepEqual(readdirSync(join(host.service.ts.dataDir, "spill")), [], "nothing is left kept aside");
+  });
+
   test("raw: a new VDI of the body's Content-Length; into a VDI, the body at offset 0 and the rest as it was", async () => {
     const body = raw.subarray(0, 8 * MiB);
     const { task } = await importDisk(`sr_id=${sr}`, body, length(body));
@@ -143,6 +165,47 @@ out.write(struct.pack("<QI", 0, 0))
     assert.ok(bytes.subarray(0, 16 * MiB).equals(expected));
   });
 
+  test("format=tar: xapi's one-disk layout as Python's tarfile writes it (1 MiB members, gaps for zero blocks, SHA-1 .checksum siblings) over a VDI full of 0xAA; a bad checksum, a VM export and a second disk fail in words", async () => {
+    const vdi = await garbageVdi(raw.length);
+    const rawFile = join(dir, "tar-source.raw");
+    writeFileSync(rawFile, raw);
+    const script = `
+import hashlib, io, sys, tarfile
+data = open(sys.argv[1], "rb").read()
+mode, blocks = sys.argv[2], len(data) // 1048576
+out = tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.USTAR_FORMAT)
+def member(name, payload):
+    info = tarfile.TarInfo(name)
+    info.size = len(payload)
+    out.addfile(info, io.BytesIO(payload))
+if mode == "xva":
+    member("ova.xml", b"<value/>")
+for i in range(blocks):
+    block = data[i * 1048576:(i + 1) * 1048576]
+    if block.count(0) == len(block) and 0 < i < blocks - 1:
+        continue
+    prefix = "Ref:2/" if mode == "two" and i == blocks - 1 else "Ref:1/"
+    member(prefix + "%08d" % i, block)
+    digest = hashlib.sha1(block).hexdigest()
+    member(prefix + "%08d.checksum" % i, (digest if mode != "bad" or i != 2 else "0" * 40).encode())
+out.close()
+`;
+    const tar = (mode: string) => execFileSync("python3", ["-c", script, rawFile, mode], { maxBuffer: 128 * MiB });
+    const { task } = await importDisk(`vdi=${vdi}&format=tar`, tar("good"));
+    assert.equal(task!.status, "success", JSON.stringify(task!.error_info));
+    assert.ok((await readVdi(host.service.ts, vdi)).subarray(0, raw.length).equals(raw));
+    const cases: Array<[string, RegExp]> = [
+      ["bad", /Ref:1\/00000002.*checksum/],
+      ["xva", /begins with ova.xml: it is a VM export/],
+      ["two", /a second disk \(Ref:2, after Ref:1\)/],
+    ];
+    for (const [mode, reason] of cases) {
+      const failed = await importDisk(`vdi=${vdi}&format=tar`, tar(mode));
+      assert.equal(failed.task!.status, "failure", mode);
+      assert.match((failed.task!.error_info as string[])[1]!, reason, mode);
+    }
+  });
+
   test("refusals before the body, as xapi answers them: 401 with a realm, 404 for an unknown format or chunked VHD, 400 without a VDI or SR, 404 for an unknown VDI", async () => {
     const body = Buffer.alloc(MiB, 1);
     const unauthorised = await http(`${host.client.url}/import_raw_vdi?sr_id=${sr}`, { method: "PUT", body, headers: length(body) });
@@ -153,6 +216,7 @@ out.write(struct.pack("<QI", 0, 0))
       [`sr_id=${sr}&format=vhd&chunked=true`, 404, /Cannot handle chunked vhd/],
       ["format=raw", 400, /needs vdi=/],
       [`sr_id=${sr}&chunked=true`, 400, /Not enough info supplied to import/],
+      [`sr_id=${sr}&format=tar`, 400, /a tar does not say its disk's size/],
       ["vdi=7b0a4a70-0000-4000-8000-000000000000", 404, /UUID_INVALID|HANDLE_INVALID/],
       ["vdi=OpaqueRef:nope", 404, /HANDLE_INVALID/],
     ];

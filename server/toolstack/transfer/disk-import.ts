@@ -1,5 +1,6 @@
-// PUT /import_raw_vdi, the work: a disk image read as it arrives (raw, xapi's chunked framing, VHD, qcow2) and written
-// into a VDI through its datapath's NBD export, run by run in the file's order. Into a VDI the import makes,
+// PUT /import_raw_vdi, the work: a disk image read as it arrives (raw, xapi's chunked framing, VHD, qcow2, VMDK,
+// xapi's one-disk tar) and written into a VDI through its datapath's NBD export, run by run in the file's order; a
+// VHDX is kept aside until complete, then converted (server/disk/vhdx.ts says why). Into a VDI the import makes,
 // what the image leaves out is already zeros; into a VDI it was given, it is written as zeros (a delta leaves it
 // as it was). A failure removes a VDI the import made, and says how far a given one was written.
 import type { Readable } from "node:stream";
@@ -9,10 +10,13 @@ import { type DiskImage, DiskImageError } from "../../disk/image.ts";
 import { readRaw } from "../../disk/raw.ts";
 import { SNIFF_BYTES, sniffFormat } from "../../disk/sniff.ts";
 import { openQcow2 } from "../../disk/qcow2.ts";
+import { openDiskTar } from "../../disk/tar.ts";
 import { openVhd } from "../../disk/vhd.ts";
+import { openVhdx } from "../../disk/vhdx.ts";
+import { openVmdk } from "../../disk/vmdk.ts";
 import { createVdi, requireIdle } from "../calls/vdi.ts";
 import { type AttachedSr, statSr } from "../srs.ts";
-import type { TaskControl } from "../tasks.ts";
+import { TASK_STEP_KEY, type TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
 import { announceChanges, type LocatedVdi, markOperation, vdiRecord } from "../vdi-records.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
@@ -21,7 +25,7 @@ import { TransferState } from "./transfer-state.ts";
 import { openVolume, writeDiskRuns } from "./volume-io.ts";
 
 /** The formats /import_raw_vdi reads (`format=`, case-insensitive). */
-export const DISK_IMPORT_FORMATS = ["raw", "vhd", "qcow2"] as const;
+export const DISK_IMPORT_FORMATS = ["raw", "vhd", "qcow2", "vmdk", "vhdx", "tar"] as const;
 export type DiskImportFormat = (typeof DISK_IMPORT_FORMATS)[number];
 
 /** xapi's name for a VDI it makes from an upload. */
@@ -35,20 +39,41 @@ export interface DiskImportOptions {
   target: { vdi: LocatedVdi } | { sr: AttachedSr };
   /** The body's length when the request says it. */
   length: number | undefined;
-  /** Where a reader keeps aside what arrives before the table that places it (qcow2). */
+  /** Where a reader keeps aside what arrives before the table that places it (qcow2, VMDK), or a whole VHDX. */
   spillDir: string;
 }
 
+/** A VHDX's progress: keeping it aside is the first half, converting it the second. */
+const SPOOL_SHARE = 0.5;
+
 /** The image on `reader`, of at most `limit` bytes for raw (the VDI's size, or the body's when making one). */
-async function openImage(reader: ByteReader, options: DiskImportOptions, limit: number | undefined): Promise<DiskImage> {
-  if (options.format === "vhd") return openVhd(reader, options.length);
-  if (options.format === "qcow2") return openQcow2(reader, { length: options.length, spillDir: options.spillDir });
+async function openImage(reader: ByteReader, options: DiskImportOptions, limit: number | undefined, control: TaskControl): Promise<DiskImage> {
+  const { length, spillDir } = options;
+  if (options.format === "vhd") return openVhd(reader, length);
+  if (options.format === "qcow2") return openQcow2(reader, { length, spillDir });
+  if (options.format === "vmdk") return openVmdk(reader, { length, spillDir });
+  if (options.format === "tar") return openDiskTar(reader, limit ?? fail("a tar does not say its disk's size: name the VDI to write into"));
+  if (options.format === "vhdx") {
+    return openVhdx(reader, {
+      length,
+      spillDir,
+      signal: control.signal,
+      onStep: (step) => void control.remember(TASK_STEP_KEY, step).catch(() => undefined),
+      onSpooled: (bytes) => {
+        if (length !== undefined) control.progress((SPOOL_SHARE * bytes) / length);
+      },
+    });
+  }
   const virtualSize = limit ?? options.length;
   if (virtualSize === undefined) throw importError("a raw import into a new VDI needs the body's Content-Length: it is the VDI's size");
   if (!options.chunked && options.length !== undefined && options.length > virtualSize) throw new DiskImageError(`the body goes on past the disk's ${virtualSize} bytes`, virtualSize);
   const runs = options.chunked ? readChunked(reader, virtualSize) : readRaw(reader, virtualSize);
   // A chunked stream writes only its frames: the rest of the VDI stays as it was, as in xapi.
   return { format: "raw", virtualSize, differencing: options.chunked, runs };
+}
+
+function fail(message: string): never {
+  throw importError(message);
 }
 
 /** Refuses a body whose magic names another format than the one asked for. */
@@ -69,6 +94,7 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
   let vdi: LocatedVdi | undefined = given;
   let release = () => {};
   let written = 0;
+  let image: DiskImage | undefined;
   try {
     let limit: number | undefined;
     if (given !== undefined) {
@@ -77,7 +103,7 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
       limit = Number((await vdiRecord(ts, given)).virtual_size);
     }
     await checkMagic(reader, options);
-    const image = await openImage(reader, options, limit);
+    image = await openImage(reader, options, limit, control);
     if (given !== undefined && image.virtualSize > limit!) throw importError(`the ${image.format} image's virtual size, ${image.virtualSize} bytes, is more than the VDI's ${limit} bytes`);
     if (given === undefined) {
       const { sr } = options.target as { sr: AttachedSr };
@@ -95,7 +121,9 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
         onRun: (end, length) => {
           control.signal.throwIfAborted();
           written += length;
-          control.progress(options.length === undefined ? end / image.virtualSize : reader.position / options.length);
+          const { virtualSize } = image!;
+          if (image!.close !== undefined) control.progress(SPOOL_SHARE + ((1 - SPOOL_SHARE) * end) / virtualSize);
+          else control.progress(options.length === undefined ? end / virtualSize : reader.position / options.length);
         },
       });
     } finally {
@@ -117,6 +145,7 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
     // Read to its end or not (a chunked stream's terminator may come before it), the body is done with: its idle
     // timer stops with it.
     source.destroy();
+    await image?.close?.();
     release();
   }
 }

@@ -182,6 +182,7 @@ async function diskImportTarget(ts: Toolstack, query: z.output<typeof ZDiskImpor
   if (srRef === undefined) throw refuse(400, new XenApiError("VDI_MISSING", ["", "import_raw_vdi needs vdi=<ref or uuid> to write into, or sr_id or sr_uuid to make one on"]));
   await checked(ts.objects.get("SR", srRef));
   if (query.format === "raw" && (query.chunked || length === undefined)) throw refuse(400, new XenApiError("VDI_MISSING", ["", "Not enough info supplied to import: a raw body makes a new VDI only with its Content-Length, and never chunked; name the VDI with vdi="]));
+  if (query.format === "tar") throw refuse(400, new XenApiError("VDI_MISSING", ["", "Not enough info supplied to import: a tar does not say its disk's size; name the VDI to write into with vdi="]));
   return { sr: await checked(attachedSr(ts, srRef)) };
 }
 

@@ -1,0 +1,40 @@
+// Shared by the readers: data cut into the writer's pieces (a zero piece is a hole), and zero runs of neighbouring
+// ranges merged into one (a sparse table of a large disk is millions of entries).
+import { isZeroBlock, XVA_BLOCK_SIZE } from "../xva/format.ts";
+import type { DiskRun } from "./image.ts";
+
+/** Runs are handed on in pieces of at most this. */
+export const PIECE = XVA_BLOCK_SIZE;
+
+/** `data` for disk offset `offset` as pieces, cut at the disk's `end`; all-zero pieces are zero runs. */
+export function* dataRuns(offset: number, data: Buffer, end: number): Generator<DiskRun> {
+  const inDisk = Math.min(data.length, end - offset);
+  for (let at = 0; at < inDisk; at += PIECE) {
+    const piece = data.subarray(at, Math.min(inDisk, at + PIECE));
+    yield isZeroBlock(piece) ? { offset: offset + at, zeros: piece.length } : { offset: offset + at, data: piece };
+  }
+}
+
+/** Zero ranges added in any order; neighbours go out as one run, cut at the disk's `end`. */
+export class ZeroRuns {
+  readonly #end: number;
+  #from = 0;
+  #to = 0;
+
+  constructor(end: number) {
+    this.#end = end;
+  }
+
+  *add(offset: number, length: number): Generator<DiskRun> {
+    const end = Math.min(offset + length, this.#end);
+    if (end <= offset) return;
+    if (offset !== this.#to) yield* this.flush();
+    if (this.#to === this.#from) this.#from = offset;
+    this.#to = end;
+  }
+
+  *flush(): Generator<DiskRun> {
+    if (this.#to > this.#from) yield { offset: this.#from, zeros: this.#to - this.#from };
+    this.#from = this.#to = 0;
+  }
+}
