@@ -77,7 +77,7 @@ async function* diskBlocks(
 }
 
 /** Drops the first `count` bytes of a stream (a resumed export: the client has them); a chunk dropped whole goes back to `buffers`. */
-function skipBytes(count: number, buffers: BufferPool | undefined): Transform {
+export function skipBytes(count: number, buffers: BufferPool | undefined): Transform {
   let left = count;
   return new Transform({
     transform(chunk: Buffer, _encoding, done) {

@@ -71,7 +71,7 @@ describe("Xen Orchestra", () => {
     assert.ok((await readVdi(host.service.ts, await diskOf(back), d)).equals(diskBytes(d)));
   });
 
-  test("xen-api putResource of a VHD and of a raw disk into a VDI, with their lengths, as importContent calls /import_raw_vdi", async () => {
+  test("xen-api putResource of a VHD and of a raw disk into a VDI, with their lengths, as importContent calls /import_raw_vdi; getResource of it as VHD, as exportContent calls /export_raw_vdi", async () => {
     const raw = Buffer.alloc(8 * MiB);
     patternBlock(41).copy(raw, 0);
     patternBlock(42).copy(raw, 6 * MiB + 512);
@@ -83,6 +83,10 @@ describe("Xen Orchestra", () => {
       const vdi = await call<string>("VDI.create", { SR: sr, virtual_size: raw.length, name_label: `xo ${format}`, type: "user", sharable: false, read_only: false, other_config: {} });
       await xapi.putResource(Object.assign(Readable.from([body]), { length: body.length }), "/import_raw_vdi/", { query: { format, vdi } });
       assert.ok((await readVdi(host.service.ts, vdi)).subarray(0, raw.length).equals(raw), format);
+      if (format !== "vhd") continue;
+      const response = await xapi.getResource("/export_raw_vdi/", { query: { format: "vhd", vdi } });
+      await writeFile(join(work, "xo-export.vhd"), await collect(response.body));
+      await run("qemu-img", ["compare", "-f", "vpc", "-F", "raw", join(work, "xo-export.vhd"), join(work, "xo.raw")]);
     }
   });
 

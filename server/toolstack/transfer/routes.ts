@@ -1,7 +1,7 @@
 // The HTTP side of VM and disk import and export (vm-import-export.md, compat-notes §2–3): /export,
-// /export_metadata, /import, /import_metadata, /import_raw_vdi. Arguments are checked before any body moves; a refusal is a status with its
-// reason (and the caller's task failed with it). Past that the response starts at once with `task-id`, and
-// the outcome goes through the task.
+// /export_metadata, /import, /import_metadata, /import_raw_vdi, /export_raw_vdi. Arguments are checked before any
+// body moves; a refusal is a status with its reason (and the caller's task failed with it). Past that the response
+// starts at once with `task-id`, and the outcome goes through the task.
 import { mkdir, rm } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join } from "node:path";
@@ -14,11 +14,13 @@ import type { StoredObject } from "../objects.ts";
 import type { TaskControl } from "../tasks.ts";
 import { attachedSr } from "../srs.ts";
 import { vdiByUuid } from "../calls/vdi.ts";
-import { findVdiLocation, locateVdi } from "../vdi-records.ts";
+import { findVdiLocation, type LocatedVdi, locateVdi, vdiRecord } from "../vdi-records.ts";
 import type { Feature, Toolstack } from "../toolstack.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
+import { NULL_REF, parseXenDate } from "../../xenapi/values.ts";
 import { etagDate, exportDisposition, exportVm, type PreparedExport, prepareExport } from "./export.ts";
 import { checked, elsewhere, parseArguments, redirect, refuse, requestBody, resource, runInTask, taskFor, zFlag } from "./http-resource.ts";
+import { DISK_EXPORT_FORMATS, DISK_EXPORT_TYPES, type DiskExportFormat, diskEtagDate, diskExportDisposition, type ExportedVdi, exportDisk, type PreparedDiskExport, prepareDiskExport } from "./disk-export.ts";
 import { DISK_IMPORT_FORMATS, type DiskImportFormat, type DiskImportOptions, importDisk } from "./disk-import.ts";
 import { importMetadata, importVm } from "./import.ts";
 import { recoverTransfer, TRANSFER_TASK_KIND } from "./transfer-state.ts";
@@ -66,35 +68,44 @@ function serveExport(metadataOnly: boolean) {
       prepared = await prepareExport(ts, vm, options);
     }
     const task = await taskFor(ts, args, `Export of VM: ${String(vm.record.name_label)}`);
-    response.writeHead(200, {
-      "task-id": task,
-      "content-type": "application/octet-stream",
-      "content-disposition": exportDisposition(String(vm.record.name_label)),
-      "cache-control": "no-store",
-      etag: prepared.etag,
-      ...(query.offset === undefined ? {} : { "x-hangar-offset": String(query.offset) }),
-    });
-    if (request.method === "HEAD") {
-      response.end();
-      await ts.tasks.succeed(task, "");
-      return;
-    }
-    response.flushHeaders();
-    // A client that goes away cancels the export (and so releases its datapaths).
-    const gone = () => {
-      if (!response.writableFinished) void ts.tasks.cancel(task).catch(() => undefined);
-    };
-    response.once("close", gone);
-    // So has one that takes no byte for HANGAR_BODY_IDLE_TIMEOUT: a host that died sends no reset, and its
-    // export would hold the VM's datapaths for ever.
-    response.setTimeout(bodyIdleTimeoutMs(), () => response.destroy());
-    const succeeded = await runInTask(ts, task, async (control) => {
-      await exportVm(ts, control, prepared, response, query.offset ?? 0);
-      return undefined;
-    });
-    response.off("close", gone);
-    if (!succeeded) response.destroy();
+    await sendInTask(ts, request, response, task, { "content-type": "application/octet-stream", "content-disposition": exportDisposition(String(vm.record.name_label)), etag: prepared.etag, offset: query.offset }, (control) =>
+      exportVm(ts, control, prepared, response, query.offset ?? 0),
+    );
   });
+}
+
+/**
+ * An export's answer: 200 with `task-id` and its headers at once, then `work` streams into the response in the
+ * task; HEAD answers the headers alone. A client that goes away, or takes no byte for HANGAR_BODY_IDLE_TIMEOUT
+ * (a host that died sends no reset), cancels the export, which releases its datapaths.
+ */
+async function sendInTask(
+  ts: Toolstack,
+  request: IncomingMessage,
+  response: ServerResponse,
+  task: string,
+  headers: { "content-type": string; "content-disposition": string; etag: string; offset: number | undefined },
+  work: (control: TaskControl) => Promise<void>,
+): Promise<void> {
+  const { offset, ...rest } = headers;
+  response.writeHead(200, { "task-id": task, ...rest, "cache-control": "no-store", ...(offset === undefined ? {} : { "x-hangar-offset": String(offset) }) });
+  if (request.method === "HEAD") {
+    response.end();
+    await ts.tasks.succeed(task, "");
+    return;
+  }
+  response.flushHeaders();
+  const gone = () => {
+    if (!response.writableFinished) void ts.tasks.cancel(task).catch(() => undefined);
+  };
+  response.once("close", gone);
+  response.setTimeout(bodyIdleTimeoutMs(), () => response.destroy());
+  const succeeded = await runInTask(ts, task, async (control) => {
+    await work(control);
+    return undefined;
+  });
+  response.off("close", gone);
+  if (!succeeded) response.destroy();
 }
 
 function serveImport(metadataOnly: boolean) {
@@ -172,12 +183,15 @@ function bodyLength(request: IncomingMessage): number | undefined {
   return Number.isSafeInteger(length) && length < UNKNOWN_LENGTH ? length : undefined;
 }
 
-/** The VDI named by `vdi` (a ref, else a uuid), or the SR to make one on; refusals as xapi answers them. */
+/** A VDI named as xapi takes it: a ref, else a uuid. */
+async function namedVdi(ts: Toolstack, name: string): Promise<LocatedVdi> {
+  const ref = name.startsWith("OpaqueRef:") ? name : await checked(vdiByUuid(ts, name));
+  return checked(locateVdi(ts, ref));
+}
+
+/** The VDI named by `vdi`, or the SR to make one on; refusals as xapi answers them. */
 async function diskImportTarget(ts: Toolstack, query: z.output<typeof ZDiskImportQuery>, length: number | undefined): Promise<DiskImportOptions["target"]> {
-  if (query.vdi !== undefined) {
-    const ref = query.vdi.startsWith("OpaqueRef:") ? query.vdi : await checked(vdiByUuid(ts, query.vdi));
-    return { vdi: await checked(locateVdi(ts, ref)) };
-  }
+  if (query.vdi !== undefined) return { vdi: await namedVdi(ts, query.vdi) };
   const srRef = query.sr_id ?? (query.sr_uuid === undefined ? undefined : (await checked(ts.objects.getByUuid("SR", query.sr_uuid))).ref);
   if (srRef === undefined) throw refuse(400, new XenApiError("VDI_MISSING", ["", "import_raw_vdi needs vdi=<ref or uuid> to write into, or sr_id or sr_uuid to make one on"]));
   await checked(ts.objects.get("SR", srRef));
@@ -199,6 +213,64 @@ const serveDiskImport = resource(["PUT", "POST"], async (ts, request, response, 
   await receive(ts, request, response, args, "VDI import", (control) => importDisk(ts, control, requestBody(request, control.signal), { format, chunked: query.chunked, target, length, spillDir: spillDir(ts) }));
 });
 
+const ZDiskExportQuery = z.object({
+  vdi: z.string({ error: "an export needs vdi=<ref or uuid>" }).min(1, "an export needs vdi=<ref or uuid>"),
+  format: z.string().default("raw").transform((v) => v.toLowerCase()),
+  base: z.string().min(1).optional(),
+  /** Hangar's resume, as for /export: the bytes from `offset` of the export `etag` names. */
+  offset: z.coerce.number().int().nonnegative().optional(),
+  etag: z.string().optional(),
+});
+
+/** What an export says of a VDI. */
+async function exportedVdi(ts: Toolstack, vdi: LocatedVdi): Promise<ExportedVdi & { family: string }> {
+  const record = await checked(vdiRecord(ts, vdi));
+  const snapshotOf = String(record.snapshot_of);
+  return {
+    vdi,
+    uuid: String(record.uuid),
+    virtualSize: Number(record.virtual_size),
+    snapshotTime: new Date(parseXenDate(String(record.snapshot_time)) ?? 0),
+    // A VDI and its snapshots are one chain: the original names it.
+    family: record.is_a_snapshot === true && snapshotOf !== NULL_REF ? snapshotOf : vdi.ref,
+  };
+}
+
+const serveDiskExport = resource(["GET", "HEAD"], async (ts, request, response, url, args) => {
+  const query = parseArguments(ZDiskExportQuery, args);
+  if (!(DISK_EXPORT_FORMATS as readonly string[]).includes(query.format)) throw refuse(404, new XenApiError("INTERNAL_ERROR", [`Unknown format ${query.format}: /export_raw_vdi writes ${DISK_EXPORT_FORMATS.join(", ")}`]));
+  const format = query.format as DiskExportFormat;
+  const vdi = await namedVdi(ts, query.vdi);
+  const base = query.base === undefined ? undefined : await namedVdi(ts, query.base);
+  const host = await elsewhere(ts, [vdi.sr.ref]);
+  if (host !== undefined) return redirect(request, response, url, host);
+  const source = await exportedVdi(ts, vdi);
+  const from = base === undefined ? undefined : await exportedVdi(ts, base);
+  if (from !== undefined && (from.vdi.sr.ref !== vdi.sr.ref || from.family !== source.family)) {
+    throw refuse(400, new XenApiError("VDI_INCOMPATIBLE_TYPE", [from.vdi.ref, `base ${from.uuid} is not of the chain of VDI ${source.uuid} (neither its snapshot, its original, nor a snapshot of the same VDI on its SR): a delta against it would not rebuild the disk`]));
+  }
+  const prepare = (date?: Date) => {
+    try {
+      return prepareDiskExport(source, from, format, date);
+    } catch (error) {
+      throw error instanceof XenApiError ? refuse(400, error) : error;
+    }
+  };
+  let prepared: PreparedDiskExport;
+  if (query.offset !== undefined) {
+    const date = query.etag === undefined ? undefined : diskEtagDate(query.etag);
+    if (date === undefined) throw refuse(400, new XenApiError("INVALID_VALUE", ["etag", `${query.etag ?? "(none)"} (offset needs the etag of the export being resumed)`]));
+    prepared = prepare(date);
+    if (prepared.etag !== query.etag) throw refuse(412, new XenApiError("INVALID_VALUE", ["etag", "that export was of another VDI, format or base: export again from the start"]));
+  } else {
+    prepared = prepare();
+  }
+  const task = await taskFor(ts, args, `Export of VDI: ${source.uuid}`);
+  await sendInTask(ts, request, response, task, { "content-type": DISK_EXPORT_TYPES[format], "content-disposition": diskExportDisposition(prepared), etag: prepared.etag, offset: query.offset }, (control) =>
+    exportDisk(ts, control, prepared, response, query.offset ?? 0),
+  );
+});
+
 export const TRANSFER_FEATURE: Feature = {
   calls: [],
   routes: {
@@ -207,6 +279,7 @@ export const TRANSFER_FEATURE: Feature = {
     "/import": serveImport(false),
     "/import_metadata": serveImport(true),
     "/import_raw_vdi": serveDiskImport,
+    "/export_raw_vdi": serveDiskExport,
   },
   start: async (ts) => {
     // Spill files of imports a killed run left: their tasks fail below, as interrupted.

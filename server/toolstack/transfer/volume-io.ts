@@ -169,6 +169,46 @@ async function dataBlocks(client: DatapathClient, from: number, to: number, size
   return present;
 }
 
+/** Which 1 MiB blocks of the whole disk hold data (1) or read as zeros (0), from block status. */
+export async function dataBlockMap(client: DatapathClient, size: number, signal: AbortSignal): Promise<Uint8Array> {
+  const count = Math.ceil(size / XVA_BLOCK_SIZE);
+  const map = new Uint8Array(count);
+  const span = STATUS_SPAN / XVA_BLOCK_SIZE;
+  for (let from = 0; from < count; from += span) {
+    signal.throwIfAborted();
+    const present = await dataBlocks(client, from, Math.min(count, from + span), size);
+    for (let i = 0; i < present.length; i++) if (present[i]) map[from + i] = 1;
+  }
+  return map;
+}
+
+/** The blocks `carried` names, read WINDOW ahead in index order (the disk's last block may be short). */
+export async function* readCarriedBlocks(client: DatapathClient, size: number, carried: Uint8Array, signal: AbortSignal): AsyncGenerator<{ index: number; data: Buffer }> {
+  const queue: Array<{ index: number; data: Promise<Buffer> }> = [];
+  let next = 0;
+  const refill = () => {
+    while (queue.length < WINDOW && next < carried.length) {
+      const index = next++;
+      if (carried[index] === 0) continue;
+      const data = client.read(index * XVA_BLOCK_SIZE, Math.min(XVA_BLOCK_SIZE, size - index * XVA_BLOCK_SIZE));
+      data.catch(() => undefined); // awaited in order below; a failure surfaces there
+      queue.push({ index, data });
+    }
+  };
+  try {
+    refill();
+    while (queue.length > 0) {
+      signal.throwIfAborted();
+      const { index, data } = queue.shift()!;
+      const block = await data;
+      refill();
+      yield { index, data: block };
+    }
+  } finally {
+    for (const { data } of queue) await data.catch(() => undefined);
+  }
+}
+
 /**
  * The disk's blocks for an XVA: blocks holding data, plus the first and last always (compat-notes §2).
  * Blocks that block status calls data but read as zeros are left out too. Reads run WINDOW ahead, into
