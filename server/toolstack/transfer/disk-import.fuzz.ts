@@ -1,8 +1,9 @@
 // Fuzz target (issue 23): PUT /import_raw_vdi end to end with headers of real qemu-img images mutated (VHD dynamic
-// and fixed, a qcow2 sent as either format), and xapi chunked streams with lying frames, into a new VDI or a given
-// one. Each case: the task ends (success, or a failure with a XenAPI error other than INTERNAL_ERROR) within the
-// bound; afterwards no VDI the import made is left (a made one is destroyed after a success), no volume file
-// beyond them, no plugin daemon, and the service answers a probe call.
+// and fixed, a qcow2 sent as a VHD, VMDK streamOptimized, VHDX), and xapi chunked streams with lying frames, into
+// a new VDI or a given one. Each case: the task ends (success, or a failure with a XenAPI error other than
+// INTERNAL_ERROR) within the bound; afterwards no VDI the import made is left (a made one is destroyed after a
+// success), no volume file beyond them, nothing kept aside, no plugin daemon or qemu-nbd, and the service answers
+// a probe call.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -25,7 +26,7 @@ const HEAD = 4096;
 
 let host: TestToolstack;
 let dir: string;
-let images: Array<{ format: "vhd" | "raw"; bytes: Buffer }>;
+let images: Array<{ format: "vhd" | "raw" | "vmdk" | "vhdx"; bytes: Buffer }>;
 let target: string;
 
 before(async () => {
@@ -43,6 +44,8 @@ before(async () => {
     { format: "vhd", bytes: convert("vpc", ["-o", "subformat=dynamic,force_size=on"], "dynamic.vhd") },
     { format: "vhd", bytes: convert("vpc", ["-o", "subformat=fixed,force_size=on"], "fixed.vhd") },
     { format: "vhd", bytes: convert("qcow2", [], "disk.qcow2") },
+    { format: "vmdk", bytes: convert("vmdk", ["-o", "subformat=streamOptimized"], "disk.vmdk") },
+    { format: "vhdx", bytes: convert("vhdx", [], "disk.vhdx") },
     { format: "raw", bytes: raw },
   ];
   target = await host.client.call<string>("VDI.create", { SR: await defaultSr(), virtual_size: 8 * MiB, name_label: "fuzz target", type: "user", sharable: false, read_only: false, other_config: {} });
@@ -55,12 +58,21 @@ after(async () => {
 const call = <T,>(method: string, ...params: unknown[]) => host.client.call<T>(method, ...params);
 const defaultSr = async () => call<string>("pool.get_default_SR", (await call<string[]>("pool.get_all"))[0]);
 
-async function leftovers(): Promise<{ vdis: number; volumes: string[]; daemons: number }> {
+/** The qemu-nbd processes a VHDX import started (serving a file kept aside under the data directory). */
+function qemuNbds(): number {
+  try {
+    return Number(execFileSync("pgrep", ["-c", "-f", `qemu-nbd.*${host.dataDir}`], { encoding: "utf8" }).trim());
+  } catch {
+    return 0; // pgrep exits 1 when none runs
+  }
+}
+
+async function leftovers(): Promise<{ vdis: number; volumes: string[]; daemons: number; keptAside: string[] }> {
   const volumes = readdirSync(join(host.dataDir, "srs"), { recursive: true, withFileTypes: true })
     .filter((entry) => entry.isFile() && !/^(hangar-sr\.|stats$)/.test(entry.name))
     .map((entry) => join(entry.parentPath, entry.name))
     .sort();
-  return { vdis: (await call<string[]>("VDI.get_all")).length, volumes, daemons: daemonPids(host.dataDir).length };
+  return { vdis: (await call<string[]>("VDI.get_all")).length, volumes, daemons: daemonPids(host.dataDir).length + qemuNbds(), keptAside: readdirSync(join(host.dataDir, "spill")) };
 }
 
 /** xapi chunked frames with offsets and lengths that may lie: past the disk, longer than the data sent. */
@@ -123,7 +135,7 @@ test("PUT /import_raw_vdi: mutated qemu-img images and lying chunked frames impo
     if (made !== undefined) await call("VDI.destroy", made);
     for (const deadline = Date.now() + SETTLE_MS; ; await sleep(100)) {
       const now = await leftovers();
-      if (now.daemons <= before.daemons && now.vdis === before.vdis && JSON.stringify(now.volumes) === JSON.stringify(before.volumes)) break;
+      if (now.daemons <= before.daemons && now.vdis === before.vdis && JSON.stringify(now.volumes) === JSON.stringify(before.volumes) && now.keptAside.length === 0) break;
       assert.ok(Date.now() < deadline, `left behind after ${SETTLE_MS} ms: ${JSON.stringify({ before, now })}`);
     }
     await within(PROBE_MS, call("session.get_this_host", host.client.session), "the probe call");
