@@ -6,7 +6,7 @@ import * as plugins from "./plugins.ts";
 import * as serve from "./serve.ts";
 import { toolstackCommands } from "./toolstack-commands.ts";
 import { UsageError } from "./usage.ts";
-import { vmTransferCommands } from "./vm-transfer.ts";
+import { transferCommands } from "./transfer.ts";
 
 const COMMANDS: Record<string, { summary: string; help: string; run(argv: string[]): Promise<number> }> = {
   plugins,
@@ -15,7 +15,7 @@ const COMMANDS: Record<string, { summary: string; help: string; run(argv: string
   conformance,
   serve,
   ...toolstackCommands,
-  ...vmTransferCommands,
+  ...transferCommands,
 };
 
 const HELP = `hangar — drive SMAPIv3 (xapi-storage) plugins from the command line
@@ -29,7 +29,7 @@ ${Object.entries(COMMANDS)
 
 Run "hangar <command> --help" for the options of a command.
 Environment: HANGAR_PLUGIN_ROOT (default: the bundled root server/plugins); HANGAR_URL and
-HANGAR_PASSWORD for the toolstack's commands (sr-list … vdi-destroy, vm-import … vm-import-metadata).
+HANGAR_PASSWORD for the toolstack's commands (sr-list … vdi-destroy, vm-import … vdi-export).
 `;
 
 async function main(argv: string[]): Promise<number> {

@@ -1,6 +1,7 @@
-// vm-import, vm-export and the metadata pair as a user runs them (bin/hangar, not on a terminal) against a
-// real toolstack: files plain and compressed, a URL, round trips to the same disk bytes, an export killed and
-// resumed to the same bytes, Ctrl-C on either side, failures in words.
+// vm-import, vm-export, the metadata pair, vdi-import and vdi-export as a user runs them (bin/hangar, not on a
+// terminal) against a real toolstack: files plain and compressed, a URL, round trips to the same disk bytes, an
+// export killed and resumed to the same bytes, Ctrl-C on either side, failures in words; disk images of
+// qemu-img's in every format, their format read from their bytes, exports read back by qemu-img.
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -13,6 +14,11 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { after, before, describe, test } from "node:test";
+import { execFile, execFileSync } from "node:child_process";
+import { promisify } from "node:util";
+import { sampleDisk } from "../disk/testing.ts";
+import { locateVdi } from "../toolstack/vdi-records.ts";
+import { openVolume } from "../toolstack/transfer/volume-io.ts";
 import { fileURLToPath } from "node:url";
 import { createGzip, gzipSync } from "node:zlib";
 import { startTestToolstack, type TestToolstack } from "../toolstack/storage-testing.ts";
@@ -44,8 +50,8 @@ after(async () => {
 });
 
 /** bin/hangar as a child; `run` is its outcome. */
-function start(args: string[]): { child: ChildProcess; run: Promise<Run> } {
-  const child = spawn(HANGAR, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+function start(args: string[], stdin: "ignore" | "pipe" = "ignore"): { child: ChildProcess; run: Promise<Run> } {
+  const child = spawn(HANGAR, args, { env: { ...process.env, ...env }, stdio: [stdin, "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout!.setEncoding("utf8").on("data", (text: string) => (stdout += text));
@@ -272,9 +278,9 @@ describe("hangar vm-export", () => {
     child.kill("SIGKILL");
     assert.equal((await run).signal, "SIGKILL");
     const left = (await stat(part)).size;
-    const sidecar = JSON.parse(await readFile(`${part}.json`, "utf8")) as { vm: string; etag: string; bytes: number; compression: null };
-    assert.equal(sidecar.vm, bigVm.uuid);
-    assert.equal(sidecar.compression, null);
+    const sidecar = JSON.parse(await readFile(`${part}.json`, "utf8")) as { subject: string; etag: string; bytes: number; query: Record<string, string> };
+    assert.equal(sidecar.subject, bigVm.uuid);
+    assert.deepEqual(sidecar.query, { uuid: bigVm.uuid });
     assert.ok(sidecar.bytes >= 2 * MiB && sidecar.bytes <= left, `checkpoint ${sidecar.bytes}, file ${left}`);
     assert.ok(!(await exists(file)));
     // A copy as a crash (a reboot) would leave it: the sidecar from another boot, its last checkpoint short of
@@ -308,9 +314,9 @@ describe("hangar vm-export", () => {
     const interrupted = await run;
     assert.equal(interrupted.code, 130, interrupted.stderr);
     assert.match(interrupted.stderr, /^interrupted: .*interrupted\.xva\.gz\.part keeps .*--resume" continues it$/m);
-    const sidecar = JSON.parse(await readFile(`${part}.json`, "utf8")) as { bytes: number; compression: string };
+    const sidecar = JSON.parse(await readFile(`${part}.json`, "utf8")) as { bytes: number; query: Record<string, string> };
     assert.equal(sidecar.bytes, (await stat(part)).size, "the sidecar records all that was written");
-    assert.equal(sidecar.compression, "gzip");
+    assert.equal(sidecar.query.use_compression, "gzip");
     const wrong = await hangar("vm-export", bigVm.uuid, file, "--resume", "--compress", "zstd");
     assert.equal(wrong.code, 2);
     assert.match(wrong.stderr, /exported with --compress gzip/);
@@ -381,5 +387,103 @@ describe("transfer progress", () => {
     assert.equal(transferLine("received", byTask), "received 25%: 20.0 MiB, 2.0 MiB/s, ETA 0:30");
     assert.equal(transferBar(new TransferMeter().sample(512, null, null)), "512 B");
     assert.equal(formatSize(1536 * MiB), "1.5 GiB");
+  });
+});
+
+describe("hangar vdi-import and vdi-export", () => {
+  const raw = sampleDisk();
+  let sr: string;
+  before(async () => {
+    sr = await call<string>("pool.get_default_SR", (await call<string[]>("pool.get_all"))[0]);
+    await writeFile(path("disk.raw"), raw);
+  });
+  const qemuImage = (name: string, format: string, options: string[] = []) => {
+    execFileSync("qemu-img", ["convert", "-f", "raw", "-O", format, ...options, path("disk.raw"), path(name)]);
+    return path(name);
+  };
+  /** The "uuid  name" a successful disk import prints: the VDI's ref. */
+  const importedVdi = async (run: Run, name: string) => {
+    const match = /^([0-9a-f-]{36}) {2}(.*)$/.exec(run.stdout.trim());
+    assert.ok(match, run.stdout);
+    assert.equal(match[2], name);
+    return call<string>("VDI.get_by_uuid", match[1]);
+  };
+  const newVdi = (name: string) => call<string>("VDI.create", { SR: sr, virtual_size: raw.length, name_label: name, type: "user", sharable: false, read_only: false, other_config: {} });
+
+  test("images of every format, their format read from their bytes (a fixed VHD from its footer): into a new VDI on --sr, into --vdi, from stdin", async () => {
+    const images: Array<[string, string]> = [
+      [qemuImage("disk.qcow2", "qcow2", ["-c"]), "qcow2"],
+      [qemuImage("disk.vmdk", "vmdk", ["-o", "subformat=streamOptimized"]), "vmdk"],
+      [qemuImage("fixed.vhd", "vpc", ["-o", "subformat=fixed,force_size=on"]), "vhd"],
+      [qemuImage("disk.vhdx", "vhdx"), "vhdx"],
+      [path("disk.raw"), "raw"],
+    ];
+    for (const [file, format] of images) {
+      const made = ok(await hangar("vdi-import", file, "--sr", sr));
+      assert.match(made.stderr, new RegExp(`: ${format}$`, "m"), file);
+      const vdi = await importedVdi(made, "Imported VDI");
+      assert.ok((await readVdi(host.service.ts, vdi)).subarray(0, raw.length).equals(raw), file);
+    }
+    const target = await newVdi("cli target");
+    const piped = start(["vdi-import", "-", "--vdi", "cli target"], "pipe");
+    createReadStream(images[1]![0]).pipe(piped.child.stdin!);
+    await importedVdi(ok(await piped.run), "cli target");
+    assert.ok((await readVdi(host.service.ts, target)).subarray(0, raw.length).equals(raw), "from stdin");
+  });
+
+  test("exports by FILE's extension read back by qemu-img; --base makes a qcow2 over the snapshot's export; raw to stdout", async () => {
+    const vdi = await newVdi("cli export");
+    ok(await hangar("vdi-import", path("disk.raw"), "--vdi", vdi));
+    const uuid = await call<string>("VDI.get_uuid", vdi);
+    for (const [name, qemuFormat] of [["out.vhd", "vpc"], ["out.qcow2", "qcow2"], ["out.vmdk", "vmdk"]] as const) {
+      const run = ok(await hangar("vdi-export", uuid, path(name)));
+      assert.match(run.stderr, /exported to /);
+      assert.ok(!(await exists(`${path(name)}.part`)) && !(await exists(`${path(name)}.part.json`)));
+      execFileSync("qemu-img", ["compare", "-f", qemuFormat, "-F", "raw", path(name), path("disk.raw")], { stdio: "pipe" });
+    }
+    const base = await call<string>("VDI.snapshot", vdi, {});
+    const baseUuid = await call<string>("VDI.get_uuid", base);
+    ok(await hangar("vdi-export", baseUuid, path(`${baseUuid}.qcow2`)));
+    const newer = Buffer.from(raw);
+    newer.fill(0x77, 9 * MiB, 10 * MiB);
+    await writeFile(path("newer.raw"), newer);
+    // Written as a VM would: one block changes.
+    const located = await locateVdi(host.service.ts, vdi);
+    const volume = await openVolume(host.service.ts, located.sr, located.key, "rw");
+    await volume.client.write(9 * MiB, newer.subarray(9 * MiB, 10 * MiB));
+    await volume.close();
+    ok(await hangar("vdi-export", uuid, path("delta.qcow2"), "--base", baseUuid));
+    assert.ok((await stat(path("delta.qcow2"))).size < 4 * MiB, "the delta holds what changed");
+    execFileSync("qemu-img", ["compare", "-f", "qcow2", "-F", "raw", path("delta.qcow2"), path("newer.raw")], { stdio: "pipe" });
+    // Bytes as they come (start() reads stdout as text); not execFileSync, which would stop the toolstack here.
+    const { stdout: bytes } = await promisify(execFile)(HANGAR, ["vdi-export", uuid, "-"], { env: { ...process.env, ...env }, maxBuffer: 64 * MiB, encoding: "buffer" });
+    assert.ok(bytes.equals(newer), `stdout: ${bytes.length} bytes of ${newer.length}`);
+  });
+
+  test("--resume continues FILE.part from its sidecar: the same bytes as the whole export; usage errors in words", async () => {
+    const vdi = await newVdi("cli resume");
+    ok(await hangar("vdi-import", path("disk.raw"), "--vdi", vdi));
+    const uuid = await call<string>("VDI.get_uuid", vdi);
+    const whole = await http(`${host.client.url}/export_raw_vdi?session_id=${host.client.session}&vdi=${uuid}&format=vhd`);
+    const file = path("resumed.vhd");
+    const cut = 5 * MiB + 123;
+    await writeFile(`${file}.part`, whole.body.subarray(0, cut));
+    const boot = (await readFile("/proc/sys/kernel/random/boot_id", "utf8")).trim();
+    const sidecar = { version: 2, path: "export_raw_vdi", subject: uuid, query: { vdi: uuid, format: "vhd" }, etag: String(whole.headers.etag), bytes: cut, boot };
+    await writeFile(`${file}.part.json`, JSON.stringify(sidecar));
+    const run = ok(await hangar("vdi-export", uuid, file, "--resume"));
+    assert.match(run.stderr, new RegExp(`resuming .* at byte ${cut}`));
+    assert.ok((await readFile(file)).equals(whole.body));
+    const cases: Array<[string[], RegExp]> = [
+      [["vdi-import", path("disk.raw")], /needs --vdi VDI or --sr SR/],
+      [["vdi-import", path("disk.raw"), "--vdi", uuid, "--format", "iso"], /--format takes raw, vhd, qcow2, vmdk, vhdx, tar/],
+      [["vdi-export", uuid, path("x.vhdx")], /x\.vhdx names vhdx: exports are raw, vhd, qcow2, vmdk, tar/],
+      [["vdi-export", uuid, "-", "--resume"], /--resume needs a FILE/],
+    ];
+    for (const [args, reason] of cases) {
+      const failed = await hangar(...args);
+      assert.equal(failed.code, 2, args.join(" "));
+      assert.match(failed.stderr, reason, args.join(" "));
+    }
   });
 });

@@ -1,7 +1,8 @@
-// VM import and export from the command line (vm-import-export.md, compat-notes §2–3): archives stream
-// between disk (or a URL, or stdin/stdout) and the toolstack's /import and /export, never held in memory; the
-// outcome is the task's. An export goes to FILE.part with a sidecar (FILE.part.json) that lets --resume ask
-// for the rest (offset + etag); Ctrl-C keeps both. Ctrl-C during an import cancels its task.
+// VM and disk import and export from the command line (vm-import-export.md, compat-notes §2–3): archives and
+// disk images stream between disk (or a URL, or stdin/stdout) and the toolstack's /import, /export,
+// /import_raw_vdi and /export_raw_vdi, never held in memory; the outcome is the task's. An export goes to
+// FILE.part with a sidecar (FILE.part.json) that lets --resume ask for the rest (offset + etag); Ctrl-C keeps
+// both. Ctrl-C during an import cancels its task.
 import { createReadStream } from "node:fs";
 import { type FileHandle, open, readFile, rename, rm, stat, truncate } from "node:fs/promises";
 import type { IncomingMessage } from "node:http";
@@ -11,6 +12,7 @@ import { pipeline } from "node:stream/promises";
 import { z } from "zod";
 import { formatDuration, formatSize, TransferMeter, transferBar, transferLine } from "./progress.ts";
 import { packLegacyDirectory } from "../xva/legacy.ts";
+import { SNIFF_BYTES, sniffFormat } from "../disk/sniff.ts";
 import { DEFAULT_URL, resolveRef, withClient } from "./connection.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
 import { type TaskRecord, taskResult, type XenApiClient } from "../xenapi/client.ts";
@@ -166,9 +168,15 @@ async function openSource(given: string): Promise<Source> {
  * finds where to send it (the toolstack answers a redirect or refusal before anything is read), so the source
  * is opened only once the toolstack takes it. Answers the finished task; null when interrupted (task cancelled).
  */
-async function putArchive(client: XenApiClient, path: string, query: ResourceQuery, given: string): Promise<TaskRecord | null> {
-  const target = await probePut(endpoint(client, path, query), { what: "the import" });
-  const source = await openSource(given);
+async function putArchive(client: XenApiClient, path: string, query: ResourceQuery, given: string, opened?: Source): Promise<TaskRecord | null> {
+  let target: URL;
+  try {
+    target = await probePut(endpoint(client, path, query), { what: "the import" });
+  } catch (error) {
+    opened?.stream.destroy();
+    throw error;
+  }
+  const source = opened ?? (await openSource(given));
   let sourceError: Error | undefined;
   source.stream.once("error", (error) => (sourceError ??= error));
   const progress = new TransferProgress("sent", source.size);
@@ -310,13 +318,102 @@ ${CONNECTION_HELP}`,
   },
 };
 
+// ---- Disk import
+
+const DISK_IMPORT_FORMATS = ["raw", "vhd", "qcow2", "vmdk", "vhdx", "tar"] as const;
+
+/** A disk image's format from its first bytes (and, for a fixed VHD, its last sector); raw when nothing names one. */
+function formatOf(head: Buffer, tail: Buffer | undefined, what: string): string {
+  const sniffed = sniffFormat(head);
+  if (sniffed === "gzip" || sniffed === "zstd") throw new Error(`${what} is ${sniffed}-compressed: decompress it first (disk images are sent as they are)`);
+  if (sniffed !== undefined) return sniffed;
+  return tail?.toString("latin1", 0, 8) === "conectix" ? "vhd" : "raw";
+}
+
+/**
+ * The format of FILE, URL or stdin, read from its first bytes. A file is read in place; a stream is opened here
+ * and answered with its first bytes put back.
+ */
+async function sniffSource(given: string): Promise<{ format: string; source?: Source }> {
+  if (given !== "-" && !/^https?:\/\//i.test(given)) {
+    const handle = await open(given, "r");
+    try {
+      const { size } = await handle.stat();
+      const head = Buffer.alloc(Math.min(SNIFF_BYTES, size));
+      await handle.read(head, 0, head.length, 0);
+      const tail = Buffer.alloc(size >= 1024 ? 512 : 0);
+      await handle.read(tail, 0, tail.length, size - tail.length);
+      return { format: formatOf(head, tail, given) };
+    } finally {
+      await handle.close();
+    }
+  }
+  const source = await openSource(given);
+  const chunks = source.stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const head: Buffer[] = [];
+  let length = 0;
+  while (length < SNIFF_BYTES) {
+    const step = await chunks.next();
+    if (step.done) break;
+    head.push(step.value);
+    length += step.value.length;
+  }
+  const rest = async function* () {
+    yield* head;
+    for (let step = await chunks.next(); !step.done; step = await chunks.next()) yield step.value;
+  };
+  return { format: formatOf(Buffer.concat(head), undefined, given === "-" ? "stdin" : given), source: { stream: Readable.from(rest(), { objectMode: false }), size: source.size } };
+}
+
+const vdiImport: Command = {
+  summary: "import a disk image (raw, VHD, qcow2, VMDK, VHDX, tar) into a VDI or a new one",
+  help: `Usage: hangar vdi-import FILE|URL|- (--vdi VDI | --sr SR) [--format FORMAT]
+
+Writes a disk image into VDI (what the image leaves out reads as zeros there), or into a new VDI on SR of the
+size the image states ("Imported VDI"). FORMAT is raw, vhd, qcow2, vmdk, vhdx or tar (xapi's one-disk tar);
+without --format it is read from the image's first bytes (a fixed VHD from its last sector), raw when none
+names a format. VHD, qcow2 and VMDK are written as they arrive; a VHDX is kept aside by the toolstack and
+converted once complete. On success prints the VDI's uuid and name; on failure the task's error, and exits 1.
+Ctrl-C cancels the import and exits 130. Progress goes to stderr.
+
+Options:
+  --vdi VDI        the VDI to write into (uuid, name or OpaqueRef)
+  --sr SR          the SR to make a new VDI on (uuid or name)
+  --format FORMAT  the image's format (default: read from its first bytes)
+
+${CONNECTION_HELP}`,
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, { ...CONNECTION_OPTIONS, vdi: { type: "string" }, sr: { type: "string" }, format: { type: "string" } });
+    if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? "needs FILE, URL or -" : `unexpected argument "${positionals[1]}"`);
+    if ((values.vdi === undefined) === (values.sr === undefined)) throw new UsageError("needs --vdi VDI or --sr SR (one of them)");
+    const format = values.format?.toLowerCase();
+    if (format !== undefined && !(DISK_IMPORT_FORMATS as readonly string[]).includes(format)) throw new UsageError(`--format takes ${DISK_IMPORT_FORMATS.join(", ")}, not "${values.format}"`);
+    const file = positionals[0]!;
+    return withClient(values, async (client) => {
+      const vdi = values.vdi === undefined ? undefined : await resolveRef(client, "VDI", values.vdi, true);
+      const sr = values.sr === undefined ? undefined : await resolveRef(client, "SR", values.sr, true);
+      const sniffed = format === undefined ? await sniffSource(file) : { format };
+      if (format === undefined) process.stderr.write(`${file === "-" ? "stdin" : file}: ${sniffed.format}\n`);
+      const task = await putArchive(client, "import_raw_vdi", { vdi, sr_id: sr, format: sniffed.format }, file, sniffed.source);
+      return importOutcome(client, task, async (done) => {
+        const ref = z.string().parse(taskResult(done));
+        const record = await client.call(z.looseObject({ uuid: z.string(), name_label: z.string() }), "VDI.get_record", ref);
+        process.stdout.write(`${record.uuid}  ${record.name_label}\n`);
+        return 0;
+      });
+    });
+  },
+};
+
 // ---- Export
 
 /** What FILE.part.json records: enough to ask for the rest of the same export. */
 const zSidecar = z.object({
-  version: z.literal(1),
-  vm: z.string(),
-  compression: z.enum(["gzip", "zstd"]).nullable(),
+  version: z.literal(2),
+  /** The resource and what it exports (a VM's or a VDI's uuid), and the rest of its query (compression, format, base). */
+  path: z.enum(["export", "export_raw_vdi"]),
+  subject: z.string(),
+  query: z.record(z.string(), z.string()),
   /** null: the toolstack named none (xapi does not), so there is nothing to resume against. */
   etag: z.string().nullable(),
   /** Bytes of FILE.part known on disk (synced) at the last checkpoint. */
@@ -421,15 +518,25 @@ class PartWriter extends Writable {
 }
 
 interface ExportRequest {
-  vm: string;
-  compression: "gzip" | "zstd" | null;
+  path: "export" | "export_metadata" | "export_raw_vdi";
+  /** The command that made it, for the hint to resume. */
+  verb: string;
+  /** What is exported: a VM's or a VDI's uuid. */
+  subject: string;
+  /** The query naming it and how (uuid or vdi; compression, or format and base); undefined values are left out. */
+  query: Record<string, string | undefined>;
   resumeFrom?: { offset: number; etag: string };
 }
 
-/** GET /export (or /export_metadata); a 412 of a resume answers "changed". */
-async function startExport(client: XenApiClient, path: string, request: ExportRequest): Promise<IncomingMessage | "changed"> {
-  const query = { uuid: request.vm, use_compression: request.compression ?? undefined, offset: request.resumeFrom?.offset.toString(), etag: request.resumeFrom?.etag };
-  const { response } = await get(endpoint(client, path, query));
+/** The query's values that are set. */
+function given(query: ExportRequest["query"]): Record<string, string> {
+  return Object.fromEntries(Object.entries(query).filter((entry): entry is [string, string] => entry[1] !== undefined));
+}
+
+/** GET an export; a 412 of a resume answers "changed". */
+async function startExport(client: XenApiClient, request: ExportRequest): Promise<IncomingMessage | "changed"> {
+  const query = { ...request.query, offset: request.resumeFrom?.offset.toString(), etag: request.resumeFrom?.etag };
+  const { response } = await get(endpoint(client, request.path, query));
   if (response.statusCode === 412 && request.resumeFrom !== undefined) {
     response.resume();
     return "changed";
@@ -472,8 +579,8 @@ async function resolveVm(client: XenApiClient, given: string): Promise<string> {
 }
 
 /** An export (whole or metadata) to stdout. */
-async function exportToStdout(client: XenApiClient, path: string, request: ExportRequest): Promise<number> {
-  const response = await startExport(client, path, request);
+async function exportToStdout(client: XenApiClient, request: ExportRequest): Promise<number> {
+  const response = await startExport(client, request);
   if (response === "changed") throw new Error("unexpected 412");
   const progress = new TransferProgress("received", null);
   const task = await interruptible((signal) => receive(client, response, process.stdout, progress, signal, false));
@@ -483,16 +590,24 @@ async function exportToStdout(client: XenApiClient, path: string, request: Expor
   return 1;
 }
 
-/** Where an interrupted export left off: the good bytes of FILE.part and its sidecar, or undefined to start over. */
-async function resumePoint(part: string, sidecarPath: string, vm: string, compression: string | undefined): Promise<Sidecar | undefined> {
+/** The command-line option that sets a query key, for messages. */
+const OPTION_OF: Record<string, string> = { use_compression: "--compress", format: "--format", base: "--base" };
+
+/**
+ * Where an interrupted export left off: the good bytes of FILE.part and its sidecar, or undefined to start over.
+ * What the command line sets of the query must be what the sidecar has; what it leaves out comes from there.
+ */
+async function resumePoint(part: string, sidecarPath: string, request: ExportRequest): Promise<Sidecar | undefined> {
   const sidecar = await readSidecar(sidecarPath);
   const size = await stat(part).then((info) => info.size, () => undefined);
   if (sidecar === undefined || size === undefined) {
     process.stderr.write(`nothing to resume (${sidecar === undefined ? sidecarPath : part} is missing): exporting from the start\n`);
     return undefined;
   }
-  if (sidecar.vm !== vm) throw new Error(`${part} is an export of VM ${sidecar.vm}, not of ${vm}: remove it or export to another FILE`);
-  if (compression !== undefined && compression !== (sidecar.compression ?? "none")) throw new UsageError(`${part} was exported with --compress ${sidecar.compression ?? "(none)"}: resume it with that`);
+  if (sidecar.path !== request.path || sidecar.subject !== request.subject) throw new Error(`${part} is an export of ${sidecar.path === "export" ? "VM" : "VDI"} ${sidecar.subject}, not of ${request.subject}: remove it or export to another FILE`);
+  for (const [key, value] of Object.entries(given(request.query))) {
+    if (sidecar.query[key] !== value) throw new UsageError(`${part} was exported with ${OPTION_OF[key] ?? key} ${sidecar.query[key] ?? "(none)"}, not ${value}: resume it with that`);
+  }
   // Within the writer's boot everything in the file was written (the page cache has it): sync it and keep it.
   // After a reboot only the synced checkpoint is sure.
   const handle = await open(part, "r+");
@@ -508,22 +623,22 @@ async function resumePoint(part: string, sidecarPath: string, vm: string, compre
 }
 
 /** An export to FILE by way of FILE.part and its sidecar; renamed when the task succeeded. */
-async function exportToFile(client: XenApiClient, request: ExportRequest, file: string, resume: boolean, compressOption: string | undefined): Promise<number> {
+async function exportToFile(client: XenApiClient, request: ExportRequest & { path: Sidecar["path"] }, file: string, resume: boolean): Promise<number> {
   const part = `${file}.part`;
   const sidecarPath = `${part}.json`;
-  const from = resume ? await resumePoint(part, sidecarPath, request.vm, compressOption) : undefined;
+  const from = resume ? await resumePoint(part, sidecarPath, request) : undefined;
   if (from?.etag === null) process.stderr.write(`the toolstack gave ${part} no etag, so it cannot be resumed: exporting from the start\n`);
-  if (from !== undefined) request = { ...request, compression: from.compression, resumeFrom: from.bytes > 0 && from.etag !== null ? { offset: from.bytes, etag: from.etag } : undefined };
-  let response = await startExport(client, "export", request);
+  if (from !== undefined) request = { ...request, query: { ...from.query, ...given(request.query) }, resumeFrom: from.bytes > 0 && from.etag !== null ? { offset: from.bytes, etag: from.etag } : undefined };
+  let response = await startExport(client, request);
   if (response === "changed") {
-    process.stderr.write(`the VM changed since ${part} was begun (HTTP 412): exporting it again from the start\n`);
+    process.stderr.write(`the ${request.path === "export" ? "VM" : "VDI"} changed since ${part} was begun (HTTP 412): exporting it again from the start\n`);
     request = { ...request, resumeFrom: undefined };
-    response = await startExport(client, "export", request);
+    response = await startExport(client, request);
     if (response === "changed") throw new Error("unexpected 412");
   }
   const offset = request.resumeFrom?.offset ?? 0;
   if (offset > 0) process.stderr.write(`resuming ${part} at byte ${offset} (${formatSize(offset)})\n`);
-  const sidecar: Sidecar = { version: 1, vm: request.vm, compression: request.compression, etag: response.headers.etag ?? null, bytes: offset, boot: await bootId() };
+  const sidecar: Sidecar = { version: 2, path: request.path, subject: request.subject, query: given(request.query), etag: response.headers.etag ?? null, bytes: offset, boot: await bootId() };
   await writeSidecar(sidecarPath, sidecar);
   const handle = await open(part, offset > 0 ? "r+" : "w");
   const writer = new PartWriter(handle, offset, (bytes) => writeSidecar(sidecarPath, { ...sidecar, bytes }));
@@ -536,7 +651,7 @@ async function exportToFile(client: XenApiClient, request: ExportRequest, file: 
     await handle.close();
   }
   if (task === null) {
-    process.stderr.write(`interrupted: ${part} keeps ${formatSize(writer.position)}; "hangar vm-export ${request.vm} ${file} --resume" continues it\n`);
+    process.stderr.write(`interrupted: ${part} keeps ${formatSize(writer.position)}; "hangar ${request.verb} ${request.subject} ${file} --resume" continues it\n`);
     return INTERRUPTED;
   }
   if (writer.failure !== undefined) {
@@ -579,9 +694,54 @@ ${CONNECTION_HELP}`,
     const [vmGiven, file] = positionals as [string, string];
     if (file === "-" && values.resume) throw new UsageError("--resume needs a FILE, not stdout");
     return withClient(values, async (client) => {
-      const request: ExportRequest = { vm: await resolveVm(client, vmGiven), compression: (compress as (typeof COMPRESSIONS)[number] | undefined) ?? null };
-      if (file === "-") return exportToStdout(client, "export", request);
-      return exportToFile(client, request, file, values.resume ?? false, compress);
+      const vm = await resolveVm(client, vmGiven);
+      const request = { path: "export" as const, verb: "vm-export", subject: vm, query: { uuid: vm, use_compression: compress } };
+      if (file === "-") return exportToStdout(client, request);
+      return exportToFile(client, request, file, values.resume ?? false);
+    });
+  },
+};
+
+const DISK_EXPORT_FORMATS = ["raw", "vhd", "qcow2", "vmdk", "tar"] as const;
+
+/** The disk image format FILE's name asks for (.img is raw), or undefined when it names none. */
+function formatOfName(file: string): string | undefined {
+  const extension = /\.([a-z0-9]+)$/i.exec(file)?.[1]?.toLowerCase();
+  if (extension === "img") return "raw";
+  return (DISK_IMPORT_FORMATS as readonly string[]).includes(extension ?? "") ? extension : undefined;
+}
+
+const vdiExport: Command = {
+  summary: "export a VDI as raw, VHD, qcow2, VMDK or tar (resumable), whole or as a delta",
+  help: `Usage: hangar vdi-export VDI FILE|- [--format FORMAT] [--base VDI] [--resume]
+
+Exports VDI (uuid, name or OpaqueRef) as a disk image: FORMAT is raw, vhd, qcow2, vmdk (streamOptimized) or
+tar (xapi's one-disk tar); without --format it comes from FILE's extension, raw otherwise. With --base (a
+snapshot of VDI, or the VDI it is a snapshot of) only what differs from it is exported: a VHD or qcow2 or VMDK
+whose parent is "<base uuid>.<format>", xapi's chunked raw, or a tar of the blocks that differ. The data goes to
+FILE.part with FILE.part.json beside it; FILE.part becomes FILE once the export's task succeeded, and --resume
+continues an interrupted export. "-" writes to stdout. Progress goes to stderr.
+
+Options:
+  --format FORMAT  the image format (default: FILE's extension, else raw)
+  --base VDI       export only what differs from this VDI of the same chain
+  --resume         continue FILE.part from where it stopped
+
+${CONNECTION_HELP}`,
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, { ...CONNECTION_OPTIONS, format: { type: "string" }, base: { type: "string" }, resume: { type: "boolean" } });
+    if (positionals.length !== 2) throw new UsageError(positionals.length < 2 ? "needs VDI and FILE" : `unexpected argument "${positionals[2]}"`);
+    const [vdiGiven, file] = positionals as [string, string];
+    const format = values.format?.toLowerCase() ?? formatOfName(file) ?? "raw";
+    if (!(DISK_EXPORT_FORMATS as readonly string[]).includes(format)) throw new UsageError(`${values.format === undefined ? `${file} names` : "--format"} ${format}: exports are ${DISK_EXPORT_FORMATS.join(", ")}`);
+    if (file === "-" && values.resume) throw new UsageError("--resume needs a FILE, not stdout");
+    return withClient(values, async (client) => {
+      const uuidOf = async (given: string) => client.call(z.string(), "VDI.get_uuid", await resolveRef(client, "VDI", given, true));
+      const vdi = await uuidOf(vdiGiven);
+      const base = values.base === undefined ? undefined : await uuidOf(values.base);
+      const request = { path: "export_raw_vdi" as const, verb: "vdi-export", subject: vdi, query: { vdi, format, base } };
+      if (file === "-") return exportToStdout(client, request);
+      return exportToFile(client, request, file, values.resume ?? false);
     });
   },
 };
@@ -599,9 +759,10 @@ ${CONNECTION_HELP}`,
     if (positionals.length !== 2) throw new UsageError(positionals.length < 2 ? "needs VM and FILE" : `unexpected argument "${positionals[2]}"`);
     const [vmGiven, file] = positionals as [string, string];
     return withClient(values, async (client) => {
-      const request: ExportRequest = { vm: await resolveVm(client, vmGiven), compression: null };
-      if (file === "-") return exportToStdout(client, "export_metadata", request);
-      const response = await startExport(client, "export_metadata", request);
+      const vm = await resolveVm(client, vmGiven);
+      const request: ExportRequest = { path: "export_metadata", verb: "vm-export-metadata", subject: vm, query: { uuid: vm } };
+      if (file === "-") return exportToStdout(client, request);
+      const response = await startExport(client, request);
       if (response === "changed") throw new Error("unexpected 412");
       const temp = `${file}.part`;
       const handle = await open(temp, "w");
@@ -625,9 +786,11 @@ ${CONNECTION_HELP}`,
   },
 };
 
-export const vmTransferCommands: Record<string, Command> = {
+export const transferCommands: Record<string, Command> = {
   "vm-import": vmImport,
   "vm-export": vmExport,
   "vm-export-metadata": vmExportMetadata,
   "vm-import-metadata": vmImportMetadata,
+  "vdi-import": vdiImport,
+  "vdi-export": vdiExport,
 };
