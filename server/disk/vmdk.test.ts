@@ -146,6 +146,14 @@ describe("VMDK images read as a stream", () => {
     });
   }
 
+  test("a streamOptimized file that ends after its last grain without an end-of-stream marker, as qemu-img writes some", async () => {
+    const bytes = qemuImage("no-eos", ["-o", "subformat=streamOptimized"]);
+    const grains = grainsOf(bytes);
+    const [lastAt, , last] = grains.at(-1)!;
+    const cut = bytes.subarray(0, lastAt + last.length);
+    assert.ok((await applyRuns(await open(cut, { length: false }))).equals(raw));
+  });
+
   test("a disk that ends inside a grain, in 1-byte pieces and without the file's length", async () => {
     const odd = raw.subarray(0, raw.length - 3 * SECTOR);
     const oddFile = join(dir, "odd.raw");

@@ -4,7 +4,7 @@
 //   grains, in whatever order the file holds them: read in one pass as qcow2 is (./any-order.ts).
 // - streamOptimized: after the header, every grain carries its own disk address ({lba, size} then deflated data)
 //   and metadata comes in markers; the GD and GTs are not needed, so grains are written as they arrive and what no
-//   grain covered is zeros at the end-of-stream marker.
+//   grain covered is zeros at the end-of-stream marker (or at the end of the file, where qemu-img writes none).
 import { inflateSync } from "node:zlib";
 import { AnyOrder } from "./any-order.ts";
 import type { ByteReader } from "./byte-reader.ts";
@@ -183,6 +183,8 @@ async function* streamRuns(reader: ByteReader, header: Header, options: VmdkOpti
   await reader.skipTo(header.overHead * SECTOR, "the first grain");
   for (;;) {
     const at = reader.position;
+    // qemu-img ends its files after the last grain, with no end-of-stream marker (VMware writes one).
+    if (await reader.atEnd()) break;
     const head = await reader.read(12, "a grain or marker header");
     const lba = u64(head, 0, "the grain's disk sector");
     const size = head.readUInt32LE(8);
