@@ -10,6 +10,7 @@ const SUITES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   transfers: () => import("./transfers.ts"),
   pool: () => import("./pool.ts"),
   load: () => import("./load.ts"),
+  disks: () => import("./disks.ts"),
 };
 
 const names = argv.slice(2);

@@ -20,7 +20,7 @@ const log = (message: string) => void process.stderr.write(`[bench xva] ${messag
 
 const COMPRESSIONS: readonly Compression[] = ["none", "gzip", "zstd"];
 const SUFFIX: Record<Compression, string> = { none: "xva", gzip: "xva.gz", zstd: "xva.zst" };
-const RSS_TARGET = 256 * MiB;
+export const RSS_TARGET = 256 * MiB;
 
 /** One run of a baseline tool, its output thrown away: wall and CPU seconds (rusage of the reaped child). */
 async function tool(script: string, input: string): Promise<{ seconds: number; cpu: number }> {
@@ -39,16 +39,16 @@ const BASELINES: Record<Compression, { name: string; script: string; target: num
 const IMPORT_TARGET = 0.8;
 
 /** Everything the service spent, per GiB of disk data. */
-function cpuPerGiB(cost: Cost, data: number): number {
+export function cpuPerGiB(cost: Cost, data: number): number {
   return (cost.service + cost.plugins + cost.daemons) / (data / GiB);
 }
 
-function costNote(costs: readonly Cost[], data: number): string {
+export function costNote(costs: readonly Cost[], data: number): string {
   const median = (pick: (cost: Cost) => number) => summarise(costs.map(pick)).median / (data / GiB);
   return `CPU/GiB ${median((c) => c.service + c.plugins + c.daemons).toFixed(2)} s (service ${median((c) => c.service).toFixed(2)}, plugin execs ${median((c) => c.plugins).toFixed(2)}, NBD daemons ${median((c) => c.daemons).toFixed(2)})`;
 }
 
-const speed = (data: number, seconds: number) => `${seconds.toFixed(1)} s, ${megabytesPerSecond(data, seconds).toFixed(0)} MB/s`;
+export const speed = (data: number, seconds: number) => `${seconds.toFixed(1)} s, ${megabytesPerSecond(data, seconds).toFixed(0)} MB/s`;
 
 interface Saved {
   path: string;
@@ -125,7 +125,7 @@ async function referenceRow(rounds: number, path: string, ours: Samples, data: n
   };
 }
 
-function rssRow(label: string, transfers: readonly Transfer[], kinds: readonly Compression[], idle: number): Row {
+export function rssRow(label: string, transfers: readonly Transfer[], kinds: readonly string[], idle: number): Row {
   const peaks = transfers.map((t) => t.cost.peakRss);
   const peak = Math.max(...peaks);
   return {

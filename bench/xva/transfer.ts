@@ -17,6 +17,8 @@ export interface Transfer {
   cost: Cost;
   /** Refs of the VMs an import made. */
   vms: string[];
+  /** The task's result: what an import made (a disk import's VDI). */
+  result: unknown;
 }
 
 const TIMEOUT_MS = 15 * 60_000;
@@ -44,7 +46,7 @@ async function inTask(service: XvaService, label: string, send: (task: string) =
   const result = taskResult(record!);
   const vms = Array.isArray(result) ? result.map(String) : [];
   await service.client.call(z.unknown(), "task.destroy", task).catch(() => undefined);
-  return { seconds, cost: cost!, vms };
+  return { seconds, cost: cost!, vms, result };
 }
 
 /** `<url><path>?session_id=…&task_id=…<extra>` (extra: `&name=value…`); imports go to the service's SR if it names one. */
@@ -84,6 +86,20 @@ export function importStream(service: XvaService, archive: Readable): Promise<Tr
       });
       archive.pipe(request);
     }),
+  );
+}
+
+/** PUT /import_raw_vdi of a disk image into a new VDI on `sr` (curl -T: its length is known). */
+export function importDiskFile(service: XvaService, path: string, format: string, sr: string): Promise<Transfer> {
+  return inTask(service, `bench disk import ${format}`, (task) =>
+    runCommand("curl", ["-sS", "-f", "-L", "-o", "/dev/null", "-T", path, query(service, task, "import_raw_vdi", `&sr_id=${sr}&format=${format}`)], { timeoutMs: TIMEOUT_MS }),
+  );
+}
+
+/** GET /export_raw_vdi of a VDI in `format` into `output`. */
+export function exportDiskFile(service: XvaService, vdi: string, format: string, output: string): Promise<Transfer> {
+  return inTask(service, `bench disk export ${format}`, (task) =>
+    runCommand("curl", ["-sS", "-f", "-L", "-o", output, query(service, task, "export_raw_vdi", `&vdi=${vdi}&format=${format}`)], { timeoutMs: TIMEOUT_MS }),
   );
 }
 
