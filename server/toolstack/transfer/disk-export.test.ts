@@ -10,7 +10,9 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { sampleDisk } from "../../disk/testing.ts";
 import { startTestToolstack, type TestToolstack } from "../storage-testing.ts";
-import { locateVdi } from "../vdi-records.ts";
+import { type LocatedVdi, locateVdi } from "../vdi-records.ts";
+import { XenApiError } from "../../xenapi/errors.ts";
+import { prepareDiskExport } from "./disk-export.ts";
 import { http, MiB, readVdi } from "./testing.ts";
 import { openVolume } from "./volume-io.ts";
 
@@ -185,5 +187,16 @@ describe("GET /export_raw_vdi", () => {
       assert.match(answer.body.toString(), reason, query);
       assert.equal(await call("task.get_status", taskRef), "failure", query);
     }
+  });
+});
+
+describe("prepareDiskExport", () => {
+  test("a VHD of a disk over 2040 GiB is refused VDI_TOO_LARGE, as xapi does; the other formats take it", () => {
+    const huge = { vdi: { ref: "OpaqueRef:huge" } as LocatedVdi, uuid: "0b0e7e59-0000-4000-8000-000000000001", virtualSize: 2041 * 1024 ** 3, snapshotTime: new Date(0) };
+    assert.throws(
+      () => prepareDiskExport(huge, undefined, "vhd"),
+      (error: unknown) => error instanceof XenApiError && error.code === "VDI_TOO_LARGE" && error.params[0] === "OpaqueRef:huge" && error.params[1] === String(2040 * 1024 ** 3),
+    );
+    for (const format of ["raw", "qcow2", "vmdk", "tar"] as const) assert.equal(prepareDiskExport(huge, undefined, format).format, format);
   });
 });
