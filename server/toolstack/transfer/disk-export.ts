@@ -3,7 +3,6 @@
 // status calls data (holes are never read); a delta (`base`) carries the blocks the SR's plugin says differ
 // from the base (Volume.compare). Its bytes depend only on the VDI's contents, the request and the export's
 // date, so a resumed export (`offset` + `etag`) is made again and skips what the client has.
-import { createHash } from "node:crypto";
 import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { writeQcow2 } from "../../disk/qcow2-writer.ts";
@@ -15,6 +14,7 @@ import { writeVhd } from "../../disk/vhd-writer.ts";
 import { writeVmdk } from "../../disk/vmdk-writer.ts";
 import { writeXva } from "../../xva/writer.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
+import { datedEtag } from "../../xenapi/export-etag.ts";
 import { DBG } from "../srs.ts";
 import type { TaskControl } from "../tasks.ts";
 import type { Toolstack } from "../toolstack.ts";
@@ -52,22 +52,10 @@ export interface PreparedDiskExport {
   etag: string;
 }
 
-const ETAG = /^"hd1-(\d+)-[0-9a-f]{20}"$/;
-
 /** The export, dated `date` (now, or the date of the ETag being resumed). */
 export function prepareDiskExport(source: ExportedVdi, base: ExportedVdi | undefined, format: DiskExportFormat, date = new Date(Math.floor(Date.now() / 1000) * 1000)): PreparedDiskExport {
   if (format === "vhd" && source.virtualSize > MAX_VHD_SIZE) throw new XenApiError("VDI_TOO_LARGE", [source.vdi.ref, String(MAX_VHD_SIZE)]);
-  const digest = createHash("sha1")
-    .update(JSON.stringify([source.uuid, source.virtualSize, base?.uuid ?? null, format]))
-    .digest("hex")
-    .slice(0, 20);
-  return { source, base, format, date, etag: `"hd1-${date.getTime()}-${digest}"` };
-}
-
-/** The export date an ETag of prepareDiskExport names, or undefined for anything else. */
-export function diskEtagDate(etag: string): Date | undefined {
-  const match = ETAG.exec(etag);
-  return match === null ? undefined : new Date(Number(match[1]));
+  return { source, base, format, date, etag: datedEtag("hd1", date, [source.uuid, source.virtualSize, base?.uuid ?? null, format]) };
 }
 
 /** Content-Disposition: `<vdi uuid>.<format>`, as xapi names it. */

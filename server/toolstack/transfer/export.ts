@@ -2,10 +2,10 @@
 // through its datapath (plugged read-only, holes skipped by block status) as 1 MiB blocks with checksums,
 // optionally compressed on all cores, into the response with backpressure: a client that stops reading holds
 // the export, never the service's memory.
-import { createHash } from "node:crypto";
 import { Transform, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { BufferPool } from "../../buffer-pool.ts";
+import { datedEtag } from "../../xenapi/export-etag.ts";
 import { type Compression, createParallelCompressor } from "../../xva/compression.ts";
 import { XVA_BLOCK_SIZE, type XvaChecksumKind } from "../../xva/format.ts";
 import { formatOvaXml } from "../../xva/ova-xml.ts";
@@ -35,8 +35,6 @@ export interface PreparedExport {
   options: ExportOptions;
 }
 
-const ETAG = /^"hx1-(\d+)-[0-9a-f]{20}"$/;
-
 /**
  * Describes the export. Its bytes depend only on ova.xml (whose date is the export's), the options and the
  * disks' contents, so the same date gives the same bytes while the VM is unchanged: the ETag carries that
@@ -45,14 +43,7 @@ const ETAG = /^"hx1-(\d+)-[0-9a-f]{20}"$/;
 export async function prepareExport(ts: Toolstack, vm: StoredObject, options: ExportOptions, date = new Date(Math.floor(Date.now() / 1000) * 1000)): Promise<PreparedExport> {
   const described = await describeVm(ts, vm, date);
   const ovaXml = formatOvaXml(described.ova);
-  const digest = createHash("sha1").update(JSON.stringify([ovaXml, options])).digest("hex").slice(0, 20);
-  return { described, ovaXml, etag: `"hx1-${date.getTime()}-${digest}"`, options };
-}
-
-/** The export date an ETag of prepareExport names, or undefined for anything else. */
-export function etagDate(etag: string): Date | undefined {
-  const match = ETAG.exec(etag);
-  return match === null ? undefined : new Date(Number(match[1]));
+  return { described, ovaXml, etag: datedEtag("hx1", date, [ovaXml, options]), options };
 }
 
 /** A disk's blocks, its volume plugged when the writer reaches it and released when it is done (or abandoned). */

@@ -17,10 +17,11 @@ import { vdiByUuid } from "../calls/vdi.ts";
 import { findVdiLocation, type LocatedVdi, locateVdi, vdiRecord } from "../vdi-records.ts";
 import type { Feature, Toolstack } from "../toolstack.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
+import { etagDate, type ExportEtagKind } from "../../xenapi/export-etag.ts";
 import { NULL_REF, parseXenDate } from "../../xenapi/values.ts";
-import { etagDate, exportDisposition, exportVm, type PreparedExport, prepareExport } from "./export.ts";
+import { exportDisposition, exportVm, prepareExport } from "./export.ts";
 import { checked, elsewhere, parseArguments, redirect, refuse, requestBody, resource, runInTask, taskFor, zFlag } from "./http-resource.ts";
-import { DISK_EXPORT_FORMATS, DISK_EXPORT_TYPES, type DiskExportFormat, diskEtagDate, diskExportDisposition, type ExportedVdi, exportDisk, type PreparedDiskExport, prepareDiskExport } from "./disk-export.ts";
+import { DISK_EXPORT_FORMATS, DISK_EXPORT_TYPES, type DiskExportFormat, diskExportDisposition, type ExportedVdi, exportDisk, prepareDiskExport } from "./disk-export.ts";
 import { DISK_IMPORT_FORMATS, type DiskImportFormat, type DiskImportOptions, importDisk } from "./disk-import.ts";
 import { importMetadata, importVm } from "./import.ts";
 import { recoverTransfer, TRANSFER_TASK_KIND } from "./transfer-state.ts";
@@ -58,20 +59,25 @@ function serveExport(metadataOnly: boolean) {
     const host = await elsewhere(ts, srs);
     if (host !== undefined) return redirect(request, response, url, host);
     const options = { compression: query.use_compression, checksum: query.checksum, metadataOnly };
-    let prepared: PreparedExport;
-    if (query.offset !== undefined) {
-      const date = query.etag === undefined ? undefined : etagDate(query.etag);
-      if (date === undefined) throw refuse(400, new XenApiError("INVALID_VALUE", ["etag", `${query.etag ?? "(none)"} (offset needs the etag of the export being resumed)`]));
-      prepared = await prepareExport(ts, vm, options, date);
-      if (prepared.etag !== query.etag) throw refuse(412, new XenApiError("INVALID_VALUE", ["etag", "the VM changed since that export began: export it again from the start"]));
-    } else {
-      prepared = await prepareExport(ts, vm, options);
-    }
+    const prepared = await preparedFor(query, "hx1", (date) => prepareExport(ts, vm, options, date), "the VM changed since that export began: export it again from the start");
     const task = await taskFor(ts, args, `Export of VM: ${String(vm.record.name_label)}`);
     await sendInTask(ts, request, response, task, { "content-type": "application/octet-stream", "content-disposition": exportDisposition(String(vm.record.name_label)), etag: prepared.etag, offset: query.offset }, (control) =>
       exportVm(ts, control, prepared, response, query.offset ?? 0),
     );
   });
+}
+
+/**
+ * The export a request asks for: a fresh one, or with `offset` the one its `etag` names, made again from the date
+ * the ETag carries and refused `412` (saying `changed`) unless it is the same export.
+ */
+async function preparedFor<P extends { etag: string }>(query: { offset?: number; etag?: string }, kind: ExportEtagKind, prepare: (date?: Date) => P | Promise<P>, changed: string): Promise<P> {
+  if (query.offset === undefined) return prepare();
+  const date = query.etag === undefined ? undefined : etagDate(query.etag, kind);
+  if (date === undefined) throw refuse(400, new XenApiError("INVALID_VALUE", ["etag", `${query.etag ?? "(none)"} (offset needs the etag of the export being resumed)`]));
+  const prepared = await prepare(date);
+  if (prepared.etag !== query.etag) throw refuse(412, new XenApiError("INVALID_VALUE", ["etag", changed]));
+  return prepared;
 }
 
 /**
@@ -256,15 +262,7 @@ const serveDiskExport = resource(["GET", "HEAD"], async (ts, request, response, 
       throw error instanceof XenApiError ? refuse(400, error) : error;
     }
   };
-  let prepared: PreparedDiskExport;
-  if (query.offset !== undefined) {
-    const date = query.etag === undefined ? undefined : diskEtagDate(query.etag);
-    if (date === undefined) throw refuse(400, new XenApiError("INVALID_VALUE", ["etag", `${query.etag ?? "(none)"} (offset needs the etag of the export being resumed)`]));
-    prepared = prepare(date);
-    if (prepared.etag !== query.etag) throw refuse(412, new XenApiError("INVALID_VALUE", ["etag", "that export was of another VDI, format or base: export again from the start"]));
-  } else {
-    prepared = prepare();
-  }
+  const prepared = await preparedFor(query, "hd1", prepare, "that export was of another VDI, format or base: export again from the start");
   const task = await taskFor(ts, args, `Export of VDI: ${source.uuid}`);
   await sendInTask(ts, request, response, task, { "content-type": DISK_EXPORT_TYPES[format], "content-disposition": diskExportDisposition(prepared), etag: prepared.etag, offset: query.offset }, (control) =>
     exportDisk(ts, control, prepared, response, query.offset ?? 0),

@@ -9,6 +9,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { isSessionValid, sessionFromHeaders } from "../../auth/session.ts";
 import { webHeaders } from "../../web-headers.ts";
+import { etagDate } from "../../xenapi/export-etag.ts";
 import { alignedBuffers, DIRECT_ALIGN, SpoolReader } from "../block-spool.ts";
 import { addReader, continueExport, DownloadError, type ExportJob, type LiveReader, OWN_BYTES, runningJob, type SpoolPiece, startExport } from "./producer.ts";
 import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
@@ -44,14 +45,8 @@ export function parseRange(header: string | null): { start: number; end: number 
   return { start, end };
 }
 
-/** The export date an ETag of the toolstack names (`"hx1-<ms>-…"`), for Last-Modified. */
-function etagDate(etag: string): Date | undefined {
-  const match = /^"hx1-(\d+)-/.exec(etag);
-  return match === null ? undefined : new Date(Number(match[1]));
-}
-
 function representationHeaders(meta: SpoolMeta, task: string | undefined): Record<string, string> {
-  const date = etagDate(meta.etag);
+  const date = etagDate(meta.etag, "hx1");
   return {
     "content-type": "application/octet-stream",
     "content-disposition": meta.disposition,
@@ -164,7 +159,7 @@ async function findSpool(vmUuid: string, compression: Compression, ifRange: stri
   const spools = (await listSpools()).filter((entry) => entry.meta.vmUuid.toLowerCase() === vmUuid.toLowerCase());
   if (ifRange !== null) {
     const validator = ifRange.trim();
-    return spools.find((entry) => entry.meta.etag === validator || etagDate(entry.meta.etag)?.toUTCString() === validator);
+    return spools.find((entry) => entry.meta.etag === validator || etagDate(entry.meta.etag, "hx1")?.toUTCString() === validator);
   }
   if (task !== undefined) {
     const mine = spools.find((entry) => entry.meta.task === task);
