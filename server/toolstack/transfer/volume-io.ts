@@ -149,64 +149,75 @@ export async function openVolume(
   }
 }
 
-/** Which 1 MiB blocks of [from, to) hold data (not hole or zero), from block status. */
-async function dataBlocks(client: DatapathClient, from: number, to: number, size: number): Promise<boolean[]> {
-  const present = new Array<boolean>(to - from).fill(false);
-  const end = Math.min(to * XVA_BLOCK_SIZE, size);
-  for (let offset = from * XVA_BLOCK_SIZE; offset < end; ) {
-    const extents = await client.blockStatus(offset, end - offset);
-    for (const extent of extents) {
-      const length = Math.min(extent.length, end - offset);
-      if (length <= 0) break;
-      if ((extent.flags & STATE_ZERO) === 0) {
-        const first = Math.floor(offset / XVA_BLOCK_SIZE);
-        const last = Math.floor((offset + length - 1) / XVA_BLOCK_SIZE);
-        for (let block = first; block <= last; block++) present[block - from] = true;
+/** The 1 MiB blocks holding data (not hole or zero), in order, from block status asked STATUS_SPAN at a time. */
+async function* dataBlockIndexes(client: DatapathClient, size: number, signal: AbortSignal): AsyncGenerator<number> {
+  for (let from = 0; from < size; from += STATUS_SPAN) {
+    signal.throwIfAborted();
+    const end = Math.min(from + STATUS_SPAN, size);
+    let last = -1;
+    for (let offset = from; offset < end; ) {
+      const extents = await client.blockStatus(offset, end - offset);
+      for (const extent of extents) {
+        const length = Math.min(extent.length, end - offset);
+        if (length <= 0) break;
+        if ((extent.flags & STATE_ZERO) === 0) {
+          for (let block = Math.max(last + 1, Math.floor(offset / XVA_BLOCK_SIZE)); block <= Math.floor((offset + length - 1) / XVA_BLOCK_SIZE); block++) yield (last = block);
+        }
+        offset += length;
       }
-      offset += length;
     }
   }
-  return present;
 }
 
 /** Which 1 MiB blocks of the whole disk hold data (1) or read as zeros (0), from block status. */
 export async function dataBlockMap(client: DatapathClient, size: number, signal: AbortSignal): Promise<Uint8Array> {
-  const count = Math.ceil(size / XVA_BLOCK_SIZE);
-  const map = new Uint8Array(count);
-  const span = STATUS_SPAN / XVA_BLOCK_SIZE;
-  for (let from = 0; from < count; from += span) {
-    signal.throwIfAborted();
-    const present = await dataBlocks(client, from, Math.min(count, from + span), size);
-    for (let i = 0; i < present.length; i++) if (present[i]) map[from + i] = 1;
-  }
+  const map = new Uint8Array(Math.ceil(size / XVA_BLOCK_SIZE));
+  for await (const index of dataBlockIndexes(client, size, signal)) map[index] = 1;
   return map;
 }
 
-/** The blocks `carried` names, read WINDOW ahead in index order (the disk's last block may be short). */
-export async function* readCarriedBlocks(client: DatapathClient, size: number, carried: Uint8Array, signal: AbortSignal): AsyncGenerator<{ index: number; data: Buffer }> {
+/**
+ * The blocks `indexes` names (in increasing order), read WINDOW ahead (the disk's last block may be short), into
+ * buffers lent by `buffers` when given (the consumer releases each once sent).
+ */
+async function* readAhead(client: DatapathClient, size: number, indexes: AsyncIterator<number> | Iterator<number>, signal: AbortSignal, buffers?: BufferPool): AsyncGenerator<XvaBlock & { data: Buffer }> {
   const queue: Array<{ index: number; data: Promise<Buffer> }> = [];
-  let next = 0;
-  const refill = () => {
-    while (queue.length < WINDOW && next < carried.length) {
-      const index = next++;
-      if (carried[index] === 0) continue;
-      const data = client.read(index * XVA_BLOCK_SIZE, Math.min(XVA_BLOCK_SIZE, size - index * XVA_BLOCK_SIZE));
+  let named = true;
+  const refill = async () => {
+    while (queue.length < WINDOW && named) {
+      const step = await indexes.next();
+      if (step.done === true) {
+        named = false;
+        break;
+      }
+      const index = step.value;
+      const length = Math.min(XVA_BLOCK_SIZE, size - index * XVA_BLOCK_SIZE);
+      const target = buffers?.lend(length);
+      const data = target === undefined ? client.read(index * XVA_BLOCK_SIZE, length) : client.readInto(index * XVA_BLOCK_SIZE, target).then(() => target);
       data.catch(() => undefined); // awaited in order below; a failure surfaces there
       queue.push({ index, data });
     }
   };
   try {
-    refill();
+    await refill();
     while (queue.length > 0) {
       signal.throwIfAborted();
       const { index, data } = queue.shift()!;
       const block = await data;
-      refill();
+      await refill();
       yield { index, data: block };
     }
   } finally {
     for (const { data } of queue) await data.catch(() => undefined);
   }
+}
+
+/** The blocks `carried` names (1), read WINDOW ahead in index order. */
+export function readCarriedBlocks(client: DatapathClient, size: number, carried: Uint8Array, signal: AbortSignal): AsyncGenerator<{ index: number; data: Buffer }> {
+  const indexes = (function* () {
+    for (let index = 0; index < carried.length; index++) if (carried[index] === 1) yield index;
+  })();
+  return readAhead(client, size, indexes, signal);
 }
 
 /**
@@ -215,40 +226,19 @@ export async function* readCarriedBlocks(client: DatapathClient, size: number, c
  * buffers lent by `buffers` when given (the consumer releases each block's data there once sent).
  */
 export async function* readDiskBlocks(client: DatapathClient, size: number, signal: AbortSignal, buffers?: BufferPool): AsyncGenerator<XvaBlock, void, undefined> {
-  const count = Math.ceil(size / XVA_BLOCK_SIZE);
-  const lastIndex = Math.max(0, count - 1);
-  const queue: Array<{ index: number; data: Promise<Buffer> }> = [];
-  let present: boolean[] = [];
-  let presentFrom = 0;
-  let next = 0;
-  const blockLength = (index: number) => Math.min(XVA_BLOCK_SIZE, size - index * XVA_BLOCK_SIZE);
-  const refill = async () => {
-    while (queue.length < WINDOW && next < count) {
-      if (next - presentFrom >= present.length) {
-        presentFrom = next;
-        present = await dataBlocks(client, next, Math.min(count, next + STATUS_SPAN / XVA_BLOCK_SIZE), size);
-      }
-      const index = next++;
-      if (present[index - presentFrom] || index === 0 || index === lastIndex) {
-        const target = buffers?.lend(blockLength(index));
-        const data = target === undefined ? client.read(index * XVA_BLOCK_SIZE, blockLength(index)) : client.readInto(index * XVA_BLOCK_SIZE, target).then(() => target);
-        data.catch(() => undefined); // awaited in order below; a failure surfaces there
-        queue.push({ index, data });
-      }
-    }
-  };
   if (size === 0) {
     yield { index: 0, data: Buffer.alloc(0) };
     return;
   }
-  await refill();
-  while (queue.length > 0) {
-    signal.throwIfAborted();
-    const { index, data } = queue.shift()!;
-    const block = await data;
-    await refill();
-    if (index === 0 || index === lastIndex || !isZeroBlock(block)) yield { index, data: block };
-    else buffers?.release(block);
+  const lastIndex = Math.ceil(size / XVA_BLOCK_SIZE) - 1;
+  const wanted = async function* () {
+    yield 0;
+    for await (const index of dataBlockIndexes(client, size, signal)) if (index !== 0 && index !== lastIndex) yield index;
+    if (lastIndex !== 0) yield lastIndex;
+  };
+  for await (const block of readAhead(client, size, wanted(), signal, buffers)) {
+    if (block.index === 0 || block.index === lastIndex || !isZeroBlock(block.data)) yield block;
+    else buffers?.release(block.data);
   }
 }
 
