@@ -169,3 +169,19 @@ export async function assertRefusals(cases: ReadonlyArray<readonly [what: string
     );
   }
 }
+
+/**
+ * A fuzz case's outcome: the image reads whole, every run inside the disk it states, or is refused as a
+ * DiskImageError; anything else (a TypeError, a RangeError) fails the case.
+ */
+export async function readsOrRefuses(open: () => Promise<DiskImage>): Promise<void> {
+  try {
+    const disk = await open();
+    for await (const run of disk.runs) {
+      const length = "data" in run ? run.data.length : run.zeros;
+      assert.ok(run.offset >= 0 && length > 0 && run.offset + length <= disk.virtualSize, `a run of ${length} at ${run.offset} in a disk of ${disk.virtualSize}`);
+    }
+  } catch (error) {
+    if (!(error instanceof DiskImageError)) throw error;
+  }
+}

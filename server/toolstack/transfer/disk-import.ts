@@ -122,7 +122,7 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
           control.signal.throwIfAborted();
           written += length;
           const { virtualSize } = image!;
-          if (image!.close !== undefined) control.progress(SPOOL_SHARE + ((1 - SPOOL_SHARE) * end) / virtualSize);
+          if (options.format === "vhdx") control.progress(SPOOL_SHARE + ((1 - SPOOL_SHARE) * end) / virtualSize);
           else control.progress(options.length === undefined ? end / virtualSize : reader.position / options.length);
         },
       });
