@@ -6,8 +6,8 @@ import { extract as tarExtract, type Extract } from "tar-stream";
 import { XvaReadError } from "./read-errors.ts";
 
 type Entry = Extract extends AsyncIterable<infer T> ? T : never;
-/** A file member, its name made safe. */
-export type Member = { entry: Entry; name: string };
+/** A file member, its name made safe; `start` is where its data begins in the archive (when tar-stream says). */
+export type Member = { entry: Entry; name: string; start: number | undefined };
 
 /** tar-stream's message when its input ends inside a header or a member. */
 const TAR_END_OF_DATA = "Unexpected end of data";
@@ -86,7 +86,7 @@ export class TarMembers {
       // fifos are refused.
       const file = entry.header.type === "file" || entry.header.type === "contiguous-file" || entry.header.type === null;
       if (!file) throw new XvaReadError(`member ${JSON.stringify(name)}: a ${entry.header.type}, not a file`);
-      return { entry, name };
+      return { entry, name, start };
     }
   }
 

@@ -1,7 +1,9 @@
 // task.*: the stored task records with their getters, create (a client's own task, e.g. for /import),
-// its status and progress as the client sets them, cancel and destroy.
+// its status, progress, result and error as the client sets them (a client's own work: an OVA import), its
+// other_config, cancel and destroy.
+import { mapFieldCalls } from "../accessors.ts";
 import { method } from "../methods.ts";
-import { zFloat, zRef, zString } from "../../xenapi/params.ts";
+import { zFloat, zRef, zString, zStringList } from "../../xenapi/params.ts";
 import { xenErrors } from "../../xenapi/errors.ts";
 import { xenDate } from "../../xenapi/values.ts";
 import { objectGetters } from "./getters.ts";
@@ -28,4 +30,11 @@ export const taskCalls = [
     if (!(progress >= 0 && progress <= 1)) throw xenErrors.invalidValue("value", String(progress));
     await ts.objects.set("task", ref, { progress });
   }, { async: false }),
+  method("task.set_result", [["self", zRef], ["value", zString]], async ({ ts }, ref, result) => {
+    await ts.objects.set("task", ref, { result });
+  }, { async: false }),
+  method("task.set_error_info", [["self", zRef], ["value", zStringList]], async ({ ts }, ref, errorInfo) => {
+    await ts.objects.set("task", ref, { error_info: errorInfo });
+  }, { async: false }),
+  ...mapFieldCalls("task", "other_config"),
 ];
