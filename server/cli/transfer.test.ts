@@ -24,6 +24,8 @@ import { createGzip, gzipSync } from "node:zlib";
 import { startTestToolstack, type TestToolstack } from "../toolstack/storage-testing.ts";
 import { ROOT_PASSWORD } from "../toolstack/testing.ts";
 import { formatSize, TransferMeter, transferBar, transferLine } from "./progress.ts";
+import { writeOvf } from "../ova/descriptor-writer.ts";
+import { manifestOf, qemuImage, tarOf } from "../ova/testing.ts";
 import { collect, diskBytes, http, MiB, patternBlock, readVdi, type TestDisk, testXva } from "../toolstack/transfer/testing.ts";
 
 const HANGAR = fileURLToPath(new URL("../../bin/hangar", import.meta.url));
@@ -215,6 +217,46 @@ describe("hangar vm-import", () => {
     assert.equal(result.code, 130, result.stderr);
     assert.match(result.stderr, /^interrupted: the import's task ended cancelled$/m);
     assert.equal(await vmCount(), before);
+  });
+});
+
+describe("hangar vm-import of OVA, OVF and disk images", () => {
+  /** A streamOptimized VMDK of `raw` (qemu-img), in an OVF of Hangar's writer. */
+  function ovfPackage(name: string, raw: Buffer): { ovf: Buffer; vmdk: Buffer } {
+    const vmdk = qemuImage(dir, raw, name, "vmdk", ["-o", "subformat=streamOptimized"]);
+    const ovf = writeOvf({ name, description: "", memory: 512 * MiB, vcpus: 1, firmware: "bios", secureBoot: false, os: { id: 101, type: "", description: "" }, drives: [{ kind: "disk", href: `${name}.vmdk`, capacity: raw.length, name: "Hard Disk 1" }], nics: [] });
+    return { ovf: Buffer.from(ovf), vmdk };
+  }
+
+  test("an OVA, an OVF with its files beside it, a qcow2: each the VM with its disk; a bad manifest refused, nothing made", async () => {
+    const disk = smallDisk(11);
+    const raw = diskBytes(disk);
+    const { ovf, vmdk } = ovfPackage("ova-vm", raw);
+    const files: Array<[string, Buffer]> = [["ova-vm.ovf", ovf], ["ova-vm.vmdk", vmdk]];
+    await writeFile(path("ova-vm.ova"), await tarOf([files[0]!, ["ova-vm.mf", manifestOf(files)], files[1]!]));
+    const fromOva = ok(await hangar("vm-import", path("ova-vm.ova")));
+    await assertDisk((await importedVm(fromOva, "ova-vm")).ref, disk, "an OVA");
+    assert.match(fromOva.stderr, /^read [\d.]+ [KM]i?B in/m);
+
+    const ovfDir = path("ovf-files");
+    await mkdir(ovfDir);
+    const beside = ovfPackage("ovf-vm", raw);
+    await writeFile(join(ovfDir, "ovf-vm.ovf"), beside.ovf);
+    await writeFile(join(ovfDir, "ovf-vm.vmdk"), beside.vmdk);
+    await writeFile(join(ovfDir, "ovf-vm.mf"), manifestOf([["ovf-vm.ovf", beside.ovf], ["ovf-vm.vmdk", beside.vmdk]]));
+    await assertDisk((await importedVm(ok(await hangar("vm-import", join(ovfDir, "ovf-vm.ovf"))), "ovf-vm")).ref, disk, "an OVF");
+
+    await writeFile(path("cloud.qcow2"), qemuImage(dir, raw, "cloud", "qcow2"));
+    await assertDisk((await importedVm(ok(await hangar("vm-import", path("cloud.qcow2"))), "cloud")).ref, disk, "a qcow2");
+
+    const before = await vmCount();
+    await writeFile(path("bad.ova"), await tarOf([files[0]!, ["ova-vm.mf", manifestOf([files[0]!, ["ova-vm.vmdk", Buffer.from("other")]])], files[1]!]));
+    const bad = await hangar("vm-import", path("bad.ova"));
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /^import failed: the package does not match its manifest ova-vm\.mf \(ova-vm\.vmdk: its SHA256 digest is/m);
+    assert.equal(await vmCount(), before);
+    const forced = ok(await hangar("vm-import", path("bad.ova"), "--force"));
+    assert.match(forced.stderr, /^note: checksum errors ignored: ova-vm\.vmdk/m);
   });
 });
 

@@ -3,20 +3,19 @@
 // /import_raw_vdi and /export_raw_vdi, never held in memory; the outcome is the task's. An export goes to
 // FILE.part with a sidecar (FILE.part.json) that lets --resume ask for the rest (offset + etag); Ctrl-C keeps
 // both. Ctrl-C during an import cancels its task.
-import { createReadStream } from "node:fs";
 import { type FileHandle, open, readFile, rename, rm, stat, truncate } from "node:fs/promises";
 import type { IncomingMessage } from "node:http";
-import { dirname, join } from "node:path";
-import { Readable, Transform, Writable } from "node:stream";
+import { dirname } from "node:path";
+import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { z } from "zod";
-import { formatDuration, formatSize, TransferMeter, transferBar, transferLine } from "./progress.ts";
-import { packLegacyDirectory } from "../xva/legacy.ts";
-import { SNIFF_BYTES, sniffFormat } from "../disk/sniff.ts";
+import { formatSize } from "./progress.ts";
 import { DEFAULT_URL, resolveRef, withClient } from "./connection.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
+import { importPackage, packageKind } from "./package-import.ts";
+import { counter, endpoint, failure, interruptible, openSource, refused, settledStatus, sniffSource, type Source, TransferProgress } from "./transfer-io.ts";
 import { type TaskRecord, taskResult, type XenApiClient } from "../xenapi/client.ts";
-import { get, probePut, putResource, reasonOf, ResourceRefused, ResourceTask, resourceUrl, type ResourceQuery } from "../xenapi/resource.ts";
+import { get, probePut, putResource, ResourceTask, type ResourceQuery } from "../xenapi/resource.ts";
 
 /** Exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it. */
 const INTERRUPTED = 130;
@@ -38,130 +37,6 @@ const CONNECTION_HELP = `Connection:
 
 
 
-
-// ---- HTTP: the toolstack's resources through server/xenapi/resource.ts.
-
-function endpoint(client: XenApiClient, path: string, query: ResourceQuery): URL {
-  return resourceUrl(client.url, client.session, path, query);
-}
-
-/** A refusal before any data moved: the status and the toolstack's reason. */
-async function refused(what: string, response: IncomingMessage): Promise<Error> {
-  return new ResourceRefused(what, response.statusCode ?? 0, await reasonOf(response));
-}
-
-// ---- Progress on stderr: a bar redrawn on a terminal, else a line per 10% or 10 s.
-
-class TransferProgress {
-  bytes = 0;
-  task: number | null = null;
-  readonly #verb: string;
-  readonly #total: number | null;
-  readonly #terminal = process.stderr.isTTY === true;
-  readonly #meter = new TransferMeter();
-  readonly #started = Date.now();
-  readonly #startBytes: number;
-  #timer: NodeJS.Timeout | undefined;
-  #lastLine = Date.now();
-  #lastStep = 0;
-  #drawn = false;
-
-  constructor(verb: string, total: number | null, startBytes = 0) {
-    this.#verb = verb;
-    this.#total = total;
-    this.bytes = startBytes;
-    this.#startBytes = startBytes;
-    this.#timer = setInterval(() => this.#tick(), this.#terminal ? 500 : 1000);
-  }
-
-  #tick(): void {
-    const estimate = this.#meter.sample(this.bytes, this.#total, this.task);
-    if (this.#terminal) {
-      // Cut to the terminal's width: a wrapped line could not be redrawn in place.
-      process.stderr.write(`\r${transferBar(estimate).slice(0, Math.max(20, (process.stderr.columns || 80) - 1))}\u001b[K`);
-      this.#drawn = true;
-      return;
-    }
-    const step = estimate.fraction === null ? 0 : Math.floor(estimate.fraction * 10);
-    if (step > this.#lastStep || Date.now() - this.#lastLine >= 10_000) {
-      process.stderr.write(`${transferLine(this.#verb, estimate)}\n`);
-      this.#lastStep = step;
-      this.#lastLine = Date.now();
-    }
-  }
-
-  /** Stops, and says how much moved how fast (the bar goes, this line stays). */
-  stop(moved: number | null = this.bytes - this.#startBytes): void {
-    clearInterval(this.#timer);
-    if (this.#drawn) process.stderr.write("\r\u001b[K");
-    if (moved === null) return;
-    const seconds = (Date.now() - this.#started) / 1000;
-    const rate = seconds > 0 ? `, ${formatSize(moved / seconds)}/s` : "";
-    process.stderr.write(`${this.#verb} ${formatSize(moved)} in ${formatDuration(seconds)}${rate}\n`);
-  }
-}
-
-/** A pass-through that counts the bytes going by. */
-function counter(count: (bytes: number) => void): Transform {
-  return new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      count(chunk.length);
-      done(null, chunk);
-    },
-  });
-}
-
-/** Runs `work` with a signal that Ctrl-C (or SIGTERM) aborts; a second Ctrl-C quits at once. */
-async function interruptible<T>(work: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController();
-  const onSignal = () => controller.abort();
-  process.once("SIGINT", onSignal);
-  process.once("SIGTERM", onSignal);
-  try {
-    return await work(controller.signal);
-  } finally {
-    process.off("SIGINT", onSignal);
-    process.off("SIGTERM", onSignal);
-  }
-}
-
-/** The task's status once finished, asked for a few seconds (no event.from wait: the command is ending). */
-async function settledStatus(task: ResourceTask, withinMs = 10_000): Promise<string | undefined> {
-  return (await task.finished(AbortSignal.timeout(withinMs), { everyMs: 200 }))?.status;
-}
-
-const failure = (task: TaskRecord) => `${task.status === "cancelled" ? "cancelled" : "failed"}: ${task.error_info.join(" ")}`;
-
-// ---- Import
-
-interface Source {
-  stream: Readable;
-  /** Bytes in all, when known: sent as Content-Length. */
-  size: number | null;
-}
-
-/** FILE, DIR (a legacy package), http(s) URL, or "-" for stdin. */
-async function openSource(given: string): Promise<Source> {
-  if (given === "-") return { stream: process.stdin, size: null };
-  if (/^https?:\/\//i.test(given)) {
-    // identity: a Content-Encoding would make Content-Length lie about the bytes we forward.
-    const { response } = await get(new URL(given), { headers: { "accept-encoding": "identity" } });
-    if (response.statusCode !== 200) {
-      response.resume();
-      throw new Error(`${given}: HTTP ${response.statusCode} ${response.statusMessage ?? ""}`.trimEnd());
-    }
-    const length = response.headers["content-length"];
-    return { stream: response, size: length !== undefined && /^\d+$/.test(length) ? Number(length) : null };
-  }
-  const info = await stat(given);
-  if (info.isDirectory()) {
-    await stat(join(given, "ova.xml")).catch(() => {
-      throw new Error(`${given} is a directory without ova.xml: not a legacy package`);
-    });
-    return { stream: packLegacyDirectory(given), size: null };
-  }
-  return { stream: createReadStream(given, { highWaterMark: 1024 * 1024 }), size: info.size };
-}
 
 /**
  * PUTs an archive to `path` (/import or /import_metadata) and follows its task to the end. An empty PUT first
@@ -249,19 +124,25 @@ async function importOutcome(client: XenApiClient, task: TaskRecord | null, done
 }
 
 const vmImport: Command = {
-  summary: "import a VM from an XVA file, a legacy package directory or a URL",
+  summary: "import a VM from an XVA, an OVA, an OVF, a disk image, a legacy package directory or a URL",
   help: `Usage: hangar vm-import FILE|DIR|URL|- [--sr SR] [--force] [--restore]
 
-Imports a VM: FILE is an XVA (plain, .gz or .zst: the toolstack detects which) or a legacy package as a
-tar; DIR a legacy package directory (ova.xml and its disks' chunk directories); URL an http(s):// address
-whose body is streamed through as it arrives; "-" reads stdin. On success prints the new VM's uuid and
-name; on failure the task's error, and exits 1. Ctrl-C cancels the import (its task) and exits 130.
-Progress goes to stderr: a bar on a terminal, otherwise a line per 10% or 10 s.
+Imports a VM. What FILE is, is read from its first bytes, whatever its name:
+  - an XVA (plain, .gz or .zst) or a legacy package as a tar: sent to the toolstack's /import;
+  - an OVA (VMware, VirtualBox, qemu/Proxmox; VMDK, qcow2, VHD, VHDX or raw disks inside): the VM its OVF
+    describes, each disk converted as it arrives; its manifest's digests checked;
+  - an OVF descriptor: the same, its disk files (and manifest) read from beside it;
+  - a disk image (VMDK, qcow2, VHD, VHDX; raw when named .raw or .img): a new VM that boots it (1 vCPU, 1 GiB).
+DIR is a legacy package directory (ova.xml and its disks' chunk directories); URL an http(s):// address whose
+body is streamed through as it arrives; "-" reads stdin. On success prints the new VM's uuid and name (and,
+on stderr, what the package asked that the VM does not have); on failure the error, and exits 1, nothing
+left behind. Ctrl-C cancels the import (its task) and exits 130. Progress goes to stderr: a bar on a
+terminal, otherwise a line per 10% or 10 s.
 
 Options:
   --sr SR      the SR for the disks (uuid or name; default: the pool's default SR)
-  --force      import even when block checksums do not match
-  --restore    keep the exported VM's uuid and MACs, replacing a halted VM of that uuid
+  --force      import even when block checksums or an OVA's manifest digests do not match
+  --restore    (XVA) keep the exported VM's uuid and MACs, replacing a halted VM of that uuid
 
 ${CONNECTION_HELP}`,
   async run(argv) {
@@ -269,6 +150,11 @@ ${CONNECTION_HELP}`,
     if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? "needs FILE, DIR or URL" : `unexpected argument "${positionals[1]}"`);
     return withClient(values, async (client) => {
       const sr = values.sr === undefined ? undefined : await resolveRef(client, "SR", values.sr, true);
+      const found = await packageKind(positionals[0]!);
+      if (found !== undefined) {
+        if (values.restore === true) throw new UsageError("--restore is for XVA archives: an OVA or a disk image has no VM identity to keep");
+        return importPackage(client, positionals[0]!, found, { sr, force: values.force === true });
+      }
       const task = await putArchive(client, "import", { sr_id: sr, force: values.force ? "true" : undefined, restore: values.restore ? "true" : undefined }, positionals[0]!);
       return importOutcome(client, task, (done) => printVms(client, done));
     });
@@ -321,49 +207,6 @@ ${CONNECTION_HELP}`,
 // ---- Disk import
 
 const DISK_IMPORT_FORMATS = ["raw", "vhd", "qcow2", "vmdk", "vhdx", "tar"] as const;
-
-/** A disk image's format from its first bytes (and, for a fixed VHD, its last sector); raw when nothing names one. */
-function formatOf(head: Buffer, tail: Buffer | undefined, what: string): string {
-  const sniffed = sniffFormat(head);
-  if (sniffed === "gzip" || sniffed === "zstd") throw new Error(`${what} is ${sniffed}-compressed: decompress it first (disk images are sent as they are)`);
-  if (sniffed !== undefined) return sniffed;
-  return tail?.toString("latin1", 0, 8) === "conectix" ? "vhd" : "raw";
-}
-
-/**
- * The format of FILE, URL or stdin, read from its first bytes. A file is read in place; a stream is opened here
- * and answered with its first bytes put back.
- */
-async function sniffSource(given: string): Promise<{ format: string; source?: Source }> {
-  if (given !== "-" && !/^https?:\/\//i.test(given)) {
-    const handle = await open(given, "r");
-    try {
-      const { size } = await handle.stat();
-      const head = Buffer.alloc(Math.min(SNIFF_BYTES, size));
-      await handle.read(head, 0, head.length, 0);
-      const tail = Buffer.alloc(size >= 1024 ? 512 : 0);
-      await handle.read(tail, 0, tail.length, size - tail.length);
-      return { format: formatOf(head, tail, given) };
-    } finally {
-      await handle.close();
-    }
-  }
-  const source = await openSource(given);
-  const chunks = source.stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-  const head: Buffer[] = [];
-  let length = 0;
-  while (length < SNIFF_BYTES) {
-    const step = await chunks.next();
-    if (step.done) break;
-    head.push(step.value);
-    length += step.value.length;
-  }
-  const rest = async function* () {
-    yield* head;
-    for (let step = await chunks.next(); !step.done; step = await chunks.next()) yield step.value;
-  };
-  return { format: formatOf(Buffer.concat(head), undefined, given === "-" ? "stdin" : given), source: { stream: Readable.from(rest(), { objectMode: false }), size: source.size } };
-}
 
 const vdiImport: Command = {
   summary: "import a disk image (raw, VHD, qcow2, VMDK, VHDX, tar) into a VDI or a new one",
