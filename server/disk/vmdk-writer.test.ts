@@ -9,10 +9,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import { inflateSync } from "node:zlib";
-import { bufferSource, type DiskSource } from "./source.ts";
+import { bufferSource, carriedMap, type DiskSource } from "./source.ts";
 import { applyRuns, readerOf, sampleDisk } from "./testing.ts";
 import { GD_AT_END, openVmdk } from "./vmdk.ts";
-import { vmdkCid, writeVmdk, type VmdkWriteOptions } from "./vmdk-writer.ts";
+import { vmdkCid, vmdkLength, writeVmdk, type VmdkWriteOptions } from "./vmdk-writer.ts";
 
 const SECTOR = 512;
 const GRAIN = 65_536;
@@ -157,6 +157,23 @@ describe("streamOptimized VMDKs written as VMware lays them out", () => {
       assert.ok((await applyRuns(image)).equals(disk));
     });
   }
+
+  test("sized: stored grains, zero ones too, in exactly the length vmdkLength says before the first byte; qemu-img reads it", async () => {
+    const cases: Array<[string, Buffer, ((index: number) => boolean) | undefined]> = [
+      ["sample", sample, undefined],
+      ["short tail", Buffer.concat([sample, Buffer.alloc(3 * SECTOR + 100, 0x44)]), undefined],
+      ["a carried zero block past a table", Buffer.alloc(70 * MiB), (index) => index === 0 || index === 33 || index === 69],
+    ];
+    for (const [what, disk, carried] of cases) {
+      const source = bufferSource(disk, carried);
+      const bytes = await write(source, { fileName: `${what}.vmdk`, cid: "12345678", sized: true });
+      assert.equal(bytes.length, vmdkLength(carriedMap(source), disk.length), what);
+      const padded = Buffer.concat([disk, Buffer.alloc((SECTOR - (disk.length % SECTOR)) % SECTOR)]);
+      qemuChecks(save(`sized-${disk.length}.vmdk`, bytes), save(`sized-${disk.length}.raw`, padded));
+      const image = await openVmdk(readerOf(bytes, 4096), { length: bytes.length, spillDir });
+      assert.ok((await applyRuns(image)).subarray(0, disk.length).equals(disk), what);
+    }
+  });
 
   test("a delta names its parent; qemu-img reads it over the base's file, its zero grains hiding the base's", async () => {
     const base = sampleDisk();

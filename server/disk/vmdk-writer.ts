@@ -3,7 +3,9 @@
 // and its deflated bytes, each grain table behind a marker once its grains are out, the grain directory behind a
 // marker, a footer (the header again, now with the directory's offset) and the end-of-stream marker. One pass, in
 // disk order; only the grain table being filled and the directory are held. The file's length is not known
-// before the end (compression).
+// before the end (compression), except when written `sized`: each grain of the carried blocks is then stored
+// (deflate's uncompressed blocks), zero or not, so that vmdkLength says the length from the block map before the
+// first byte, as an OVA's tar header needs it.
 // A delta names its parent in the descriptor (parentCID, parentFileNameHint): its grains are the carried blocks'
 // (zero or not, since a zero grain must hide the parent's), and a grain it leaves out reads as the parent's.
 import { createHash } from "node:crypto";
@@ -37,6 +39,74 @@ export interface VmdkWriteOptions {
   parent?: { fileName: string; cid: string };
   /** zlib's level, 1 (default: level 6 costs several times the CPU on compressible data for a little less size) to 9. */
   compressionLevel?: number;
+  /** Grains stored, not compressed: a length known in advance (vmdkLength). */
+  sized?: boolean;
+}
+
+/** Deflate's largest uncompressed block. */
+const STORED_BLOCK = 65_535;
+
+/** The zlib stream of `data` in deflate's uncompressed blocks: 2 bytes of header, 5 a block, 4 of Adler-32. */
+function stored(data: Buffer): Buffer {
+  const blocks = Math.max(1, Math.ceil(data.length / STORED_BLOCK));
+  const out = Buffer.alloc(2 + 5 * blocks + data.length + 4);
+  out[0] = 0x78;
+  out[1] = 0x01;
+  let at = 2;
+  for (let block = 0; block < blocks; block++) {
+    const piece = data.subarray(block * STORED_BLOCK, (block + 1) * STORED_BLOCK);
+    out[at] = block === blocks - 1 ? 1 : 0;
+    out.writeUInt16LE(piece.length, at + 1);
+    out.writeUInt16LE(~piece.length & 0xffff, at + 3);
+    piece.copy(out, at + 5);
+    at += 5 + piece.length;
+  }
+  out.writeUInt32BE(adler32(data), at);
+  return out;
+}
+
+function adler32(data: Buffer): number {
+  let a = 1;
+  let b = 0;
+  // 5552 bytes at most between reductions keep b within 2^32 (zlib's NMAX).
+  for (let at = 0; at < data.length; ) {
+    const end = Math.min(data.length, at + 5552);
+    for (; at < end; at++) {
+      a += data[at]!;
+      b += a;
+    }
+    a %= 65_521;
+    b %= 65_521;
+  }
+  return ((b << 16) | a) >>> 0;
+}
+
+/** A grain's bytes in the file: its {lba, size} and stored data, padded to whole sectors. */
+function storedGrainBytes(length: number): number {
+  return Math.ceil((12 + 2 + 5 * Math.max(1, Math.ceil(length / STORED_BLOCK)) + length + 4) / SECTOR) * SECTOR;
+}
+
+/** The length of the VMDK writeVmdk writes `sized` for a disk of `virtualSize` carrying the blocks of `map`. */
+export function vmdkLength(map: Uint8Array, virtualSize: number): number {
+  const diskBytes = Math.ceil(virtualSize / SECTOR) * SECTOR;
+  const gdEntries = Math.ceil(diskBytes / (GRAIN * GTES));
+  let length = OVERHEAD * SECTOR;
+  let tables = 0;
+  let lastTable = -1;
+  for (let index = 0; index < map.length; index++) {
+    if (map[index] !== 1) continue;
+    const blockEnd = Math.min(virtualSize, (index + 1) * SOURCE_BLOCK);
+    for (let guest = index * SOURCE_BLOCK; guest < blockEnd; guest += GRAIN) {
+      length += storedGrainBytes(Math.min(GRAIN, diskBytes - guest));
+      const table = Math.floor(guest / GRAIN / GTES);
+      if (table !== lastTable) {
+        tables++;
+        lastTable = table;
+      }
+    }
+  }
+  const gdBytes = Math.ceil((gdEntries * 4) / SECTOR) * SECTOR;
+  return length + tables * (SECTOR + GTES * 4) + SECTOR + gdBytes + 3 * SECTOR;
 }
 
 /** A content ID derived from `seed` (a VDI's uuid, say), so that a delta exported later can name its parent's. */
@@ -96,11 +166,11 @@ export async function* writeVmdk(source: DiskSource, options: VmdkWriteOptions):
       }
       let plain = data.subarray(at, at + GRAIN);
       // In a full disk what no grain holds reads as zeros already; in a delta it would read as the parent.
-      if (!delta && isZeroBlock(plain)) continue;
+      if (!delta && !options.sized && isZeroBlock(plain)) continue;
       // The last grain holds only what is inside the disk (as VMware and qemu write it), in whole sectors.
       const inDisk = Math.min(GRAIN, diskBytes - guest);
       if (plain.length < inDisk) plain = Buffer.concat([plain, Buffer.alloc(inDisk - plain.length)]);
-      const compressed = deflateSync(plain, { level });
+      const compressed = options.sized === true ? stored(plain) : deflateSync(plain, { level });
       const grain = Buffer.alloc(Math.ceil((12 + compressed.length) / SECTOR) * SECTOR);
       grain.writeBigUInt64LE(BigInt(guest / SECTOR), 0);
       grain.writeUInt32LE(compressed.length, 8);

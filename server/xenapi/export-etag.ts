@@ -3,8 +3,8 @@
 // made again from it, and the console shows it as Last-Modified.
 import { createHash } from "node:crypto";
 
-/** Kinds: a VM's XVA export, a VDI's disk export. */
-export type ExportEtagKind = "hx1" | "hd1";
+/** Kinds: a VM's XVA export, a VDI's disk export, a VM's OVA export. */
+export type ExportEtagKind = "hx1" | "hd1" | "ho1";
 
 /** The ETag of an export of `kind` dated `date`, of what `of` says (JSON-serialised into the digest). */
 export function datedEtag(kind: ExportEtagKind, date: Date, of: unknown): string {

@@ -20,6 +20,7 @@ import { XenApiError } from "../../xenapi/errors.ts";
 import { etagDate, type ExportEtagKind } from "../../xenapi/export-etag.ts";
 import { NULL_REF, parseXenDate } from "../../xenapi/values.ts";
 import { exportDisposition, exportVm, prepareExport } from "./export.ts";
+import { exportOva, ovaDisposition, prepareOvaExport } from "./ova-export.ts";
 import { checked, elsewhere, parseArguments, redirect, refuse, requestBody, resource, runInTask, taskFor, zFlag } from "./http-resource.ts";
 import { DISK_EXPORT_FORMATS, DISK_EXPORT_TYPES, type DiskExportFormat, diskExportDisposition, type ExportedVdi, exportDisk, prepareDiskExport } from "./disk-export.ts";
 import { DISK_IMPORT_FORMATS, type DiskImportFormat, type DiskImportOptions, importDisk } from "./disk-import.ts";
@@ -36,6 +37,8 @@ const ZExportQuery = z.object({
     .optional()
     .transform((v): Compression | null => (v === "true" || v === "gzip" ? "gzip" : v === "zstd" ? "zstd" : null)),
   checksum: z.enum(["xxhash", "sha1", "none"]).default("xxhash").transform((v) => (v === "none" ? null : v)),
+  /** Hangar's: `ova` exports the VM as an OVA (OVF 1.0, streamOptimized VMDKs, a SHA-256 manifest) instead of an XVA. */
+  format: z.enum(["xva", "ova"]).default("xva"),
   /** Hangar's resume: the bytes from `offset` of the export that `etag` names (412 when the VM changed since). */
   offset: z.coerce.number().int().nonnegative().optional(),
   etag: z.string().optional(),
@@ -58,8 +61,16 @@ function serveExport(metadataOnly: boolean) {
     const srs = (await Promise.all(vbds.map((vbd) => findVdiLocation(ts, String(vbd.record.VDI))))).flatMap((location) => (location === undefined ? [] : [location.sr_ref]));
     const host = await elsewhere(ts, srs);
     if (host !== undefined) return redirect(request, response, url, host);
+    const changed = "the VM changed since that export began: export it again from the start";
+    if (query.format === "ova" && !metadataOnly) {
+      const ova = await preparedFor(query, "ho1", (date) => prepareOvaExport(ts, vm, date), changed);
+      const task = await taskFor(ts, args, `Export of VM as OVA: ${String(vm.record.name_label)}`);
+      return sendInTask(ts, request, response, task, { "content-type": "application/octet-stream", "content-disposition": ovaDisposition(ova), etag: ova.etag, offset: query.offset }, (control) =>
+        exportOva(ts, control, ova, response, query.offset ?? 0),
+      );
+    }
     const options = { compression: query.use_compression, checksum: query.checksum, metadataOnly };
-    const prepared = await preparedFor(query, "hx1", (date) => prepareExport(ts, vm, options, date), "the VM changed since that export began: export it again from the start");
+    const prepared = await preparedFor(query, "hx1", (date) => prepareExport(ts, vm, options, date), changed);
     const task = await taskFor(ts, args, `Export of VM: ${String(vm.record.name_label)}`);
     await sendInTask(ts, request, response, task, { "content-type": "application/octet-stream", "content-disposition": exportDisposition(String(vm.record.name_label)), etag: prepared.etag, offset: query.offset }, (control) =>
       exportVm(ts, control, prepared, response, query.offset ?? 0),
