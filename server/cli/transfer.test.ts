@@ -235,8 +235,16 @@ describe("hangar vm-import of OVA, OVF and disk images", () => {
     const files: Array<[string, Buffer]> = [["ova-vm.ovf", ovf], ["ova-vm.vmdk", vmdk]];
     await writeFile(path("ova-vm.ova"), await tarOf([files[0]!, ["ova-vm.mf", manifestOf(files)], files[1]!]));
     const fromOva = ok(await hangar("vm-import", path("ova-vm.ova")));
-    await assertDisk((await importedVm(fromOva, "ova-vm")).ref, disk, "an OVA");
+    const imported = await importedVm(fromOva, "ova-vm");
+    await assertDisk(imported.ref, disk, "an OVA");
     assert.match(fromOva.stderr, /^read [\d.]+ [KM]i?B in/m);
+    // Out as an OVA (its format from the name) and in again: the same disk.
+    ok(await hangar("vm-export", imported.uuid, path("out.ova")));
+    assert.equal(execFileSync("tar", ["-tf", path("out.ova")]).toString(), "ova-vm.ovf\nova-vm-disk1.vmdk\nova-vm.mf\n");
+    await assertDisk((await importedVm(ok(await hangar("vm-import", path("out.ova"))), "ova-vm")).ref, disk, "an exported OVA");
+    const usage = await hangar("vm-export", imported.uuid, path("x.ova"), "--compress", "zstd");
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /--compress is for XVA archives/);
 
     const ovfDir = path("ovf-files");
     await mkdir(ovfDir);

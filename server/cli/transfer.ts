@@ -515,30 +515,36 @@ async function exportToFile(client: XenApiClient, request: ExportRequest & { pat
 const COMPRESSIONS = ["gzip", "zstd"] as const;
 
 const vmExport: Command = {
-  summary: "export a VM to an XVA file (resumable), or to stdout",
-  help: `Usage: hangar vm-export VM FILE|- [--compress gzip|zstd] [--resume]
+  summary: "export a VM to an XVA or OVA file (resumable), or to stdout",
+  help: `Usage: hangar vm-export VM FILE|- [--format xva|ova] [--compress gzip|zstd] [--resume]
 
-Exports VM (uuid, name or OpaqueRef) as an XVA archive. The data goes to FILE.part, with FILE.part.json
-beside it recording the export (VM, compression, etag, bytes safely written); FILE.part becomes FILE once
+Exports VM (uuid, name or OpaqueRef) as an XVA archive, or with --format ova (the default for a FILE named
+.ova) as an OVA: an OVF 1.0 descriptor, a streamOptimized VMDK per disk and a SHA-256 manifest, which
+VMware, VirtualBox, Proxmox and Hangar import. The data goes to FILE.part, with FILE.part.json beside it
+recording the export (VM, format, compression, etag, bytes safely written); FILE.part becomes FILE once
 the export's task succeeded. An interrupted export (Ctrl-C, a lost connection, a crash) keeps both, and
 --resume asks the toolstack for the rest of the same export; if the VM changed since, it starts over. "-"
 writes to stdout (no resume). Progress goes to stderr: a bar on a terminal, otherwise a line every 10 s.
 
 Options:
-  --compress gzip|zstd  compress the archive (importers detect it)
+  --format xva|ova      the archive's format (default: ova for a FILE named .ova, else xva)
+  --compress gzip|zstd  compress an XVA (importers detect it)
   --resume              continue FILE.part from where it stopped
 
 ${CONNECTION_HELP}`,
   async run(argv) {
-    const { values, positionals } = parseCommandLine(argv, { ...CONNECTION_OPTIONS, compress: { type: "string" }, resume: { type: "boolean" } });
+    const { values, positionals } = parseCommandLine(argv, { ...CONNECTION_OPTIONS, format: { type: "string" }, compress: { type: "string" }, resume: { type: "boolean" } });
     if (positionals.length !== 2) throw new UsageError(positionals.length < 2 ? "needs VM and FILE" : `unexpected argument "${positionals[2]}"`);
     const compress = values.compress;
     if (compress !== undefined && !(COMPRESSIONS as readonly string[]).includes(compress)) throw new UsageError(`--compress takes gzip or zstd, not "${compress}"`);
     const [vmGiven, file] = positionals as [string, string];
+    const format = values.format?.toLowerCase() ?? (/\.ova$/i.test(file) ? "ova" : "xva");
+    if (format !== "xva" && format !== "ova") throw new UsageError(`--format takes xva or ova, not "${values.format}"`);
+    if (format === "ova" && compress !== undefined) throw new UsageError("--compress is for XVA archives: an OVA's VMDKs are its own format");
     if (file === "-" && values.resume) throw new UsageError("--resume needs a FILE, not stdout");
     return withClient(values, async (client) => {
       const vm = await resolveVm(client, vmGiven);
-      const request = { path: "export" as const, verb: "vm-export", subject: vm, query: { uuid: vm, use_compression: compress } };
+      const request = { path: "export" as const, verb: "vm-export", subject: vm, query: { uuid: vm, use_compression: compress, format: format === "ova" ? "ova" : undefined } };
       if (file === "-") return exportToStdout(client, request);
       return exportToFile(client, request, file, values.resume ?? false);
     });
