@@ -8,13 +8,11 @@ import { basename, dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { z } from "zod";
 import { readOvf } from "../ova/descriptor.ts";
-import { importDiskImage, importOva, importOvfFiles, type ImportResult, type ImportTarget, type PackageKind, type PackageSource, sniffPackage } from "../ova/import.ts";
+import { HEADERLESS_DISK_NAME, type PackageKind, sniffPackage } from "../../lib/file-kind.ts";
+import { importDiskImage, importOva, importOvfFiles, type ImportResult, type ImportTarget, type PackageSource } from "../ova/import.ts";
 import { runInTask } from "../ova/in-task.ts";
 import type { XenApiClient } from "../xenapi/client.ts";
 import { interruptible, peekSource, type Source, TransferProgress } from "./transfer-io.ts";
-
-/** A name whose bytes carry no magic but is a disk all the same (a raw disk, a fixed VHD: its footer is last). */
-const HEADERLESS_DISK = /\.(raw|img|vhd)$/i;
 
 /** What `given` is, when it is something this module imports; undefined for an XVA or a legacy package. */
 export async function packageKind(given: string): Promise<{ kind: PackageKind; source?: Source } | undefined> {
@@ -22,7 +20,7 @@ export async function packageKind(given: string): Promise<{ kind: PackageKind; s
   const { head, tail, source } = await peekSource(given);
   const sniffed = sniffPackage(head);
   if (sniffed !== undefined) return sniffed.kind === "xva" ? (source?.stream.destroy(), undefined) : { kind: sniffed, source };
-  if (tail?.toString("latin1", 0, 8) === "conectix" || HEADERLESS_DISK.test(given)) return { kind: { kind: "disk", format: "raw" }, source };
+  if (tail?.toString("latin1", 0, 8) === "conectix" || HEADERLESS_DISK_NAME.test(given)) return { kind: { kind: "disk", format: "raw" }, source };
   source?.stream.destroy();
   return undefined;
 }

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { Readable, Transform } from "node:stream";
 import { formatDuration, formatSize, TransferMeter, transferBar, transferLine } from "./progress.ts";
 import { packLegacyDirectory } from "../xva/legacy.ts";
-import { SNIFF_BYTES, sniffFormat } from "../disk/sniff.ts";
+import { SNIFF_BYTES, sniffFormat } from "../../lib/file-kind.ts";
 import type { TaskRecord, XenApiClient } from "../xenapi/client.ts";
 import { get, reasonOf, ResourceRefused, type ResourceTask, resourceUrl, type ResourceQuery } from "../xenapi/resource.ts";
 

@@ -13,7 +13,8 @@ import { startTestToolstack, type TestToolstack } from "../toolstack/storage-tes
 import { readVdi } from "../toolstack/transfer/testing.ts";
 import { XenApiClient } from "../xenapi/client.ts";
 import { writeOvf } from "./descriptor-writer.ts";
-import { importDiskImage, importOva, importOvfFiles, type ImportTarget, PackageError, type PackageSource, sniffPackage } from "./import.ts";
+import { sniffPackage } from "../../lib/file-kind.ts";
+import { importDiskImage, importOva, importOvfFiles, type ImportTarget, PackageError, type PackageSource } from "./import.ts";
 import { runInTask } from "./in-task.ts";
 import { bufferSource, manifestOf, qemuImage, tarOf, virtualBoxOvf } from "./testing.ts";
 

@@ -8,7 +8,7 @@
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { z } from "zod";
-import { SNIFF_BYTES, sniffFormat } from "../disk/sniff.ts";
+import { SNIFF_BYTES, sniffFormat } from "../../lib/file-kind.ts";
 import type { XenApiClient } from "../xenapi/client.ts";
 import { XenApiError } from "../xenapi/errors.ts";
 import { outcomeOf, probePut, putResource, reasonOf, ResourceRefused, ResourceTask, resourceUrl } from "../xenapi/resource.ts";
@@ -56,30 +56,18 @@ export interface ImportResult {
   notes: string[];
 }
 
-export type PackageKind = { kind: "ova" } | { kind: "xva" } | { kind: "ovf" } | { kind: "disk"; format: string };
-
-/**
- * What the first bytes of a file are: a tar whose first member is `ova.xml` is an XVA, any other tar an OVA; an
- * XML document an OVF descriptor; a disk image by its magic; compressed bytes an XVA (gzip, zstd). Undefined for
- * bytes with no magic (a raw disk, or a fixed VHD: the caller knows it from the name).
- */
-export function sniffPackage(head: Buffer): PackageKind | undefined {
-  const format = sniffFormat(head);
-  if (format === "tar") {
-    const first = head.subarray(0, 100).toString("latin1").replace(/\0.*$/s, "").replace(/^(?:\.\/)+/, "");
-    return first === "ova.xml" || first === "ova.xml.gz" ? { kind: "xva" } : { kind: "ova" };
-  }
-  if (format === "gzip" || format === "zstd") return { kind: "xva" };
-  if (format !== undefined) return { kind: "disk", format };
-  if (/^(?:\uFEFF)?\s*<(?:\?xml|[\w:]*Envelope)/.test(head.subarray(0, 200).toString("utf8"))) return { kind: "ovf" };
-  return undefined;
-}
-
 const zRef = z.string();
 /** How long a disk's task may take to finish once its body has been sent. */
 const DISK_TASK_MS = 5 * 60_000;
 /** How long a disk's cancelled transfer may take to let go of its VDI. */
 const DISK_UNDO_MS = 30_000;
+
+/** Reading a member's bytes failed (the tar below it, or the source): not an error of what was done with them. */
+class MemberReadError extends Error {
+  constructor(cause: unknown) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+  }
+}
 
 /** The bytes of a member as they pass, hashed, counted and (for a disk) sniffed from its first SNIFF_BYTES. */
 class MemberBytes {
@@ -95,7 +83,12 @@ class MemberBytes {
   }
 
   async #next(): Promise<Buffer | undefined> {
-    const step = await this.#chunks.next();
+    let step: IteratorResult<Buffer>;
+    try {
+      step = await this.#chunks.next();
+    } catch (error) {
+      throw new MemberReadError(error);
+    }
     if (step.done) return undefined;
     this.#digests.update(step.value);
     this.#counted(step.value.length);
@@ -165,6 +158,16 @@ function claimedFormat(text: string): string | undefined {
   return FORMAT_WORDS.find(([pattern]) => pattern.test(text))?.[1];
 }
 
+/**
+ * A disk's PUT refused: the file's fault (4xx) in words naming it, or the toolstack's (a session ended, a host
+ * in trouble: 5xx), which another attempt may get past.
+ */
+function refusal(name: string, status: number, reason: string): Error {
+  if (status === 401 || reason.startsWith("SESSION_INVALID")) return new XenApiError("SESSION_INVALID", [reason]);
+  if (status >= 500 || (status >= 300 && status < 400)) return new Error(`${name}: the toolstack answered HTTP ${status}: ${reason}`);
+  return new PackageError(`${name}: the toolstack refused it (HTTP ${status}): ${reason}`);
+}
+
 /** A disk's bytes PUT into `/import_raw_vdi` of `vdi` (or of a new VDI on the SR when `vdi` is undefined); the VDI. */
 async function putDisk(target: ImportTarget, bytes: MemberBytes, size: number, format: string, name: string, vdi: string | undefined): Promise<string> {
   const { xapi, signal } = target;
@@ -173,20 +176,27 @@ async function putDisk(target: ImportTarget, bytes: MemberBytes, size: number, f
   try {
     url = await probePut(resourceUrl(target.toolstack, xapi.session, "import_raw_vdi", query), { signal, what: name });
   } catch (error) {
-    if (error instanceof ResourceRefused) throw new PackageError(`${name}: the toolstack refused it (HTTP ${error.status}): ${error.message}`);
+    if (error instanceof ResourceRefused) throw refusal(name, error.status, error.message);
     throw error;
   }
   const task = new ResourceTask(xapi, await xapi.call(zRef, "task.create", `Disk import: ${name}`, `${format} into ${vdi === undefined ? "a new VDI" : "its VDI"}`));
   if (target.task !== undefined) await xapi.call(z.unknown(), "task.add_to_other_config", task.ref, "hangar:part_of", target.task).catch(() => undefined);
   url.searchParams.set("task_id", task.ref);
   const put = putResource(url, (request) => pipeline(Readable.from(bytes.rest(), { objectMode: false }), request, { signal }), { length: size, signal });
+  // A connection cut mid-body (the toolstack restarting, the network) ends the PUT at once: the body's source may
+  // be waiting for bytes of an upload that is paused, and would hold the pipeline's end until they came.
+  const cut = new Promise<never>((_resolve, reject) => put.request.once("close", () => reject(new Error(`${name}: the connection to the toolstack closed while the disk was sent`))));
+  cut.catch(() => undefined);
+  // The package's own failure (a truncated tar, the upload cancelled) is the story, not the PUT it broke.
+  const sending = put.sent.then((error) => {
+    if (error !== undefined) throw error;
+  });
+  sending.catch(() => undefined);
   try {
-    const [response, sent] = await Promise.all([put.response.catch((error: unknown) => error as Error), put.sent]);
-    // The package's own failure (a truncated tar, the upload cancelled) is the story, not the PUT it broke.
-    if (sent !== undefined) throw sent;
-    if (response instanceof Error) throw response;
-    if ((response.statusCode ?? 0) >= 300) throw new PackageError(`${name}: the toolstack refused it (HTTP ${response.statusCode}): ${await reasonOf(response)}`);
+    const response = await Promise.race([put.response, cut, sending.then(() => new Promise<never>(() => undefined))]);
+    if ((response.statusCode ?? 0) >= 300) throw refusal(name, response.statusCode ?? 0, await reasonOf(response));
     response.resume();
+    await Promise.race([sending, cut]);
     const record = await task.finished(AbortSignal.any([signal, AbortSignal.timeout(DISK_TASK_MS)]), { everyMs: 200 });
     if (record === undefined) throw signal.aborted ? (signal.reason as Error) : new PackageError(`${name}: its import's task did not finish`);
     const result = outcomeOf(record);
@@ -195,7 +205,7 @@ async function putDisk(target: ImportTarget, bytes: MemberBytes, size: number, f
     // The toolstack lets go of the VDI once the task has ended: only then can the import's undo remove it.
     await task.cancel();
     await task.finished(AbortSignal.timeout(DISK_UNDO_MS), { everyMs: 200 });
-    if (error instanceof XenApiError) throw new PackageError(`${name}: ${error.code === "IMPORT_ERROR" ? "" : `${error.code} `}${error.params.join(" ")}`);
+    if (error instanceof XenApiError && error.code !== "SESSION_INVALID") throw new PackageError(`${name}: ${error.code === "IMPORT_ERROR" ? "" : `${error.code} `}${error.params.join(" ")}`);
     throw error;
   } finally {
     await xapi.call(z.unknown(), "task.destroy", task.ref).catch(() => undefined);
@@ -385,7 +395,7 @@ async function undone<T>(target: ImportTarget, work: (builder: (b: VmBuilder) =>
   } catch (error) {
     await made?.undo();
     if (error instanceof XvaReadError) throw new PackageError(error.message);
-    throw error;
+    throw error instanceof MemberReadError ? error.cause : error;
   }
 }
 
@@ -401,7 +411,8 @@ export function importOva(target: ImportTarget, source: PackageSource): Promise<
         try {
           await work.member(member.name, size, member.entry as AsyncIterable<Buffer>, member.start);
         } catch (error) {
-          throw error instanceof PackageError || target.signal.aborted ? error : await tar.failure(error, member.name);
+          // A member that could not be read: the tar's own failure says why (a truncation, the source's error).
+          throw error instanceof MemberReadError && !target.signal.aborted ? await tar.failure(error.cause, member.name) : error;
         }
       }
     } finally {

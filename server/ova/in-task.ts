@@ -2,6 +2,7 @@
 // progress set as bytes pass, the result or the error set at the end, and a cancel of the task (from the task
 // page, another client) stopping the work. The result is a struct {VM, VDIs, notes}: what was made, and in
 // words what the package asked that was not done.
+import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import type { XenApiClient } from "../xenapi/client.ts";
 import { XenApiError } from "../xenapi/errors.ts";
@@ -39,7 +40,7 @@ export async function runInTask(xapi: XenApiClient, task: string, total: number 
         reported = done;
         await xapi.call(z.unknown(), "task.set_progress", task, Math.min(0.99, done / total)).catch(() => undefined);
       }
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS).unref());
+      await delay(POLL_MS, undefined, { signal: stop.signal }).catch(() => undefined);
     }
   };
   const polling = poll();

@@ -9,7 +9,7 @@ import { UrlRefusal } from "../../transfers/url-import/safe-fetch.ts";
 import { cancelUrlImport, startUrlImport } from "../../transfers/url-import/import-url.ts";
 import { isEnded, readState } from "../../transfers/upload/state.ts";
 
-export async function importFromUrl(xapi: XenApiClient, session: ConsoleSession, input: { url: string; sr: string }): Promise<{ id: string }> {
+export async function importFromUrl(xapi: XenApiClient, session: ConsoleSession, input: { url: string; sr: string; diskOnly?: boolean; force?: boolean }): Promise<{ id: string }> {
   try {
     return await startUrlImport(xapi, session, input);
   } catch (error) {

@@ -25,7 +25,7 @@ export async function listUploads(xapi: XenApiClient, session: ConsoleSession, i
               (t) => ({ ref: s.task!, status: t.status, progress: t.progress, error: t.error_info.length === 0 ? null : describeTaskError(t.error_info) }),
               () => null,
             );
-      return { id: s.id, fileName: s.fileName, sr: s.sr, srName: s.srName, length: s.length, received, status: s.status, error: s.error, attempts: s.attempts, vms: s.vms, task, created: s.created, updated: s.updated, source: s.source, url: s.url };
+      return { id: s.id, fileName: s.fileName, sr: s.sr, srName: s.srName, length: s.length, received, status: s.status, error: s.error, attempts: s.attempts, vms: s.vms, task, created: s.created, updated: s.updated, source: s.source, url: s.url, vdis: s.vdis, notes: s.notes, diskOnly: s.diskOnly };
     }),
   );
   return { uploads };

@@ -21,14 +21,21 @@ export const ZUploadSummary = z.object({
   updated: z.number(),
   source: z.enum(["upload", "url"]),
   url: z.string().nullable(),
+  vdis: z.array(z.string()),
+  notes: z.array(z.string()),
+  diskOnly: z.boolean(),
 });
 export type UploadSummary = z.infer<typeof ZUploadSummary>;
 
 export const ZListUploadsResponse = z.object({ uploads: z.array(ZUploadSummary) });
 
 export const ZImportFromUrlSchema = z.object({
-  url: z.string().trim().min(1, "Enter the URL of an .xva").max(4096).regex(/^https?:\/\//i, "Only http:// and https:// URLs"),
+  url: z.string().trim().min(1, "Enter the URL of a VM or disk image").max(4096).regex(/^https?:\/\//i, "Only http:// and https:// URLs"),
   sr: z.string().trim().min(1, "Choose an SR").max(200),
+  /** A bare disk image becomes a disk alone, not a VM. */
+  diskOnly: z.boolean().optional(),
+  /** Import even when checksums do not match. */
+  force: z.boolean().optional(),
 });
 export const ZImportFromUrlResponse = z.object({ id: z.string() });
 

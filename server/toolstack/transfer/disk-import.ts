@@ -8,7 +8,7 @@ import { ByteReader } from "../../disk/byte-reader.ts";
 import { readChunked } from "../../disk/chunked.ts";
 import { type DiskImage, DiskImageError } from "../../disk/image.ts";
 import { readRaw } from "../../disk/raw.ts";
-import { SNIFF_BYTES, sniffFormat } from "../../disk/sniff.ts";
+import { SNIFF_BYTES, sniffFormat } from "../../../lib/file-kind.ts";
 import { openQcow2 } from "../../disk/qcow2.ts";
 import { openDiskTar } from "../../disk/tar.ts";
 import { openVhd } from "../../disk/vhd.ts";

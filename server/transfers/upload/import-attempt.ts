@@ -54,7 +54,7 @@ export async function importAttempt(attempt: Attempt): Promise<Outcome> {
   const { xapi, state, signal } = attempt;
   let target: URL;
   try {
-    target = await probePut(resourceUrl(attempt.toolstack, state.session, "import", { sr_id: state.sr }), { signal });
+    target = await probePut(resourceUrl(attempt.toolstack, state.session, "import", { sr_id: state.sr, force: state.force ? "true" : undefined }), { signal });
   } catch (error) {
     if (error instanceof ResourceRefused) return refusalOutcome(error.status, error.reason);
     throw error;

@@ -3,8 +3,9 @@
 import { type TaskRecord, taskResult } from "../../xenapi/client.ts";
 import { describeTaskError } from "../../xenapi/error-descriptions.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
+import { NULL_REF } from "../../xenapi/values.ts";
 
-export type Outcome = { kind: "done"; vms: string[] } | { kind: "refused"; error: string } | { kind: "broken"; reason: string };
+export type Outcome = { kind: "done"; vms: string[]; vdis?: string[]; notes?: string[] } | { kind: "refused"; error: string } | { kind: "broken"; reason: string };
 
 /** The toolstack session the import runs in has ended (logged out, expired): only a new one can go on. */
 export const SESSION_ENDED = "the console session that started it has ended (logged out or expired): log in again and the upload resumes";
@@ -13,6 +14,11 @@ export const SESSION_ENDED = "the console session that started it has ended (log
 export function taskOutcome(record: TaskRecord, broken: string | undefined): Outcome {
   if (record.status === "success") {
     const result = taskResult(record);
+    // An XVA import's result is its VMs; a package import's (server/ova/in-task.ts) {VM, VDIs, notes}.
+    if (result !== null && typeof result === "object" && !Array.isArray(result) && "VM" in result) {
+      const list = (value: unknown) => (Array.isArray(value) ? value.map(String) : []);
+      return { kind: "done", vms: result.VM === NULL_REF ? [] : [String(result.VM)], vdis: list(result.VDIs), notes: list(result.notes) };
+    }
     const vms = Array.isArray(result) ? result.map(String) : typeof result === "string" ? [result] : [];
     return { kind: "done", vms };
   }

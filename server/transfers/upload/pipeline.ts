@@ -9,7 +9,9 @@ import { setTimeout as delay } from "node:timers/promises";
 import { z } from "zod";
 import { toolstackUrl } from "../../config.ts";
 import { XenApiClient } from "../../xenapi/client.ts";
+import type { PackageKind } from "../../../lib/file-kind.ts";
 import { Cancelled, earlierImport, importAttempt } from "./import-attempt.ts";
+import { packageAttempt, uploadKind } from "./package-attempt.ts";
 import { brokenReason, type Outcome, SESSION_ENDED } from "./outcome.ts";
 import { SpoolFollower } from "./spool-follower.ts";
 import { isEnded, readState, spoolFile, type UploadState, writeState } from "./state.ts";
@@ -99,6 +101,8 @@ export class ImportPipeline {
   /** The last attempt found the session ended: waiting for the user to log in again. */
   private sessionEnded = false;
   private retryNow: (() => void) | undefined;
+  /** What the upload is once its first bytes are read: an OVA or a disk image (imported here), or undefined for /import. */
+  private kind: PackageKind | undefined | null = null;
 
   constructor(state: UploadState, hooks: PipelineHooks) {
     this.state = state;
@@ -175,7 +179,7 @@ export class ImportPipeline {
       }
       if (this.abort.signal.aborted) return;
       if (outcome.kind === "done") {
-        await this.save({ status: "done", error: null, vms: outcome.vms });
+        await this.save({ status: "done", error: null, vms: outcome.vms, vdis: outcome.vdis ?? [], notes: outcome.notes ?? [] });
         // The last PATCH may still be answering: remove the spool a little later.
         setTimeout(() => void this.hooks.removeSpool(this.state.id).catch(() => undefined), 30_000).unref();
         return;
@@ -217,14 +221,17 @@ export class ImportPipeline {
     return this.state.task === null ? undefined : earlierImport(this.xapi(), this.state.task, this.abort.signal);
   }
 
-  private attempt(): Promise<Outcome> {
-    return importAttempt({
+  private async attempt(): Promise<Outcome> {
+    const attempt = {
       toolstack: toolstackUrl(),
       xapi: this.xapi(),
       state: this.state,
       follower: this.follower,
       signal: this.abort.signal,
-      started: (task) => this.save({ task, attempts: this.state.attempts + 1, status: "importing", error: null }),
-    });
+      started: (task: string) => this.save({ task, attempts: this.state.attempts + 1, status: "importing", error: null }),
+    };
+    // What the file is, from its first bytes (its name only admitted it): an XVA goes to /import, the rest is read here.
+    if (this.kind === null) this.kind = await uploadKind(this.state, this.follower, this.abort.signal);
+    return this.kind === undefined ? importAttempt(attempt) : packageAttempt(attempt, this.kind);
   }
 }

@@ -70,14 +70,24 @@ export class SpoolFollower {
     request.end();
   }
 
-  /** The spool's bytes from 0 to the upload's length (read into `take()`'s buffers), waiting for each PATCH to append more. */
-  async *#follow(signal: AbortSignal, take: () => Promise<Buffer>): AsyncGenerator<Buffer> {
+  /**
+   * The spool's bytes from `start` to `end` (the upload's length by default) as they arrive, each in a buffer of
+   * its own.
+   */
+  async *stream(signal: AbortSignal, start = 0, end = this.#length): AsyncGenerator<Buffer> {
+    // Read (O_DIRECT) into one aligned buffer, handed on as a copy: the reader may hold a piece as long as it likes.
+    const [buffer] = alignedBuffers(1, READ_CHUNK + DIRECT_ALIGN);
+    for await (const bytes of this.#follow(signal, async () => buffer!, start, end)) yield Buffer.from(bytes);
+  }
+
+  /** The spool's bytes from `start` to `end` (read into `take()`'s buffers), waiting for each PATCH to append more. */
+  async *#follow(signal: AbortSignal, take: () => Promise<Buffer>, start = 0, end = this.#length): AsyncGenerator<Buffer> {
     let handle: SpoolReader | undefined;
-    let position = 0;
+    let position = start;
     /** The spool's length when last looked at: looked at again only once the bytes before it are sent. */
     let size = 0;
     try {
-      while (position < this.#length) {
+      while (position < end) {
         signal.throwIfAborted();
         if (handle === undefined) {
           handle = await SpoolReader.open(this.#file).catch((error: NodeJS.ErrnoException) => {
@@ -88,7 +98,7 @@ export class SpoolFollower {
         if (handle !== undefined && size <= position) size = await handle.size();
         if (handle !== undefined && size > position) {
           this.#waitingSince = undefined;
-          const bytes = await handle.read(await take(), position, Math.min(READ_CHUNK, size - position, this.#length - position));
+          const bytes = await handle.read(await take(), position, Math.min(READ_CHUNK, size - position, end - position));
           position += bytes.length;
           yield bytes;
           continue;

@@ -36,8 +36,15 @@ export const ZUploadState = z.object({
   /** Where the bytes come from: a browser upload (tus), or a URL the console fetches. */
   source: z.enum(["upload", "url"]).default("upload"),
   url: z.string().nullable().default(null),
+  /** A bare disk image becomes a disk on the SR alone, not a VM that boots it. */
+  diskOnly: z.boolean().default(false),
+  /** Import even when checksums (an XVA's blocks, an OVA's manifest) do not match. */
+  force: z.boolean().default(false),
+  /** What the import made besides VMs (a disk alone), and what the file asked that was not done, in words. */
+  vdis: z.array(z.string()).default([]),
+  notes: z.array(z.string()).default([]),
 });
-export type UploadState = z.infer<typeof ZUploadState>;
+export type UploadState = z.output<typeof ZUploadState>;
 
 const STATE_SUFFIX = ".import-state";
 

@@ -137,7 +137,7 @@ function create(): Tus {
         const twin = (await allStates()).find((s) => s.user === session.user && s.fileName === fileName && s.fingerprint === fingerprint && s.sr === target.ref && (s.status === "uploading" || s.status === "importing") && runningPipeline(s.id) !== undefined);
         if (twin !== undefined) throw new UploadRefusal(409, `${fileName} is already being uploaded to ${target.name} (in another tab or window): resume it there, or cancel that upload first.`);
         const now = Date.now();
-        await writeState({ id: upload.id, fileName: fileName!, fingerprint, sr: target.ref, srName: target.name, length: upload.size!, user: session.user, session: session.session, task: null, attempts: 0, status: "uploading", error: null, vms: [], created: now, updated: now, source: "upload", url: null });
+        await writeState({ id: upload.id, fileName: fileName!, fingerprint, sr: target.ref, srName: target.name, length: upload.size!, user: session.user, session: session.session, task: null, attempts: 0, status: "uploading", error: null, vms: [], created: now, updated: now, source: "upload", url: null, diskOnly: metadata.diskOnly === "true", force: metadata.force === "true", vdis: [], notes: [] });
         return { metadata: { ...metadata, sr: target.ref } };
       } catch (error) {
         if (error instanceof UploadRefusal) throw refusal(error.status, error.message);

@@ -239,7 +239,7 @@ test("a file that is no VM archive fails with a message and leaves nothing behin
   assert.equal((await cu.xapi.call(z.array(z.string()), "VM.get_all")).length, vmsBefore);
 });
 
-test("refusals before any byte: anonymous, larger than the SR's free space, not a VM archive", async (t) => {
+test("refusals before any byte: anonymous, larger than the SR's free space, not a file the console imports", async (t) => {
   const cu = await startConsoleUnderTest(t);
   const anonymous = await createUpload(cu, "web.xva", 1024, new Headers());
   assert.equal(anonymous.status, 401);
@@ -249,7 +249,7 @@ test("refusals before any byte: anonymous, larger than the SR's free space, not 
   assert.match(await huge.text(), /larger than the free space/);
   const wrongName = await createUpload(cu, "notes.txt", 1024);
   assert.equal(wrongName.status, 415);
-  assert.match(await wrongName.text(), /not a VM archive/);
+  assert.match(await wrongName.text(), /not a file the console imports/);
   const head = await tusRequest("HEAD", `${BASE}/0123456789abcdef`, new Headers());
   assert.equal(head.status, 401);
 });
@@ -288,6 +288,7 @@ test("a PATCH cut mid-body keeps the bytes that arrived; a stale offset gets 409
 test("the console's disk failing under an upload fails it in words, and leaves nothing behind", async (t) => {
   const cu = await startConsoleUnderTest(t);
   const { xva, id, half } = await halfUploaded(cu, "disk full", "full.xva");
+  await until("the import to run", async () => ((await readState(id))?.task ? true : undefined));
   // The disk fills: every spool write from now on fails as the kernel says so.
   const { SpoolWriter } = await import("../block-spool.ts");
   const write = SpoolWriter.prototype.write;
@@ -467,4 +468,93 @@ test("after a console restart, an upload whose bytes all arrived is imported wit
   assert.equal((await vmNamed(cu, "all in before the restart")).length, 1);
   const [vdi] = await disksOf(cu, done.vms[0]!);
   assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, disk), (await import("../../toolstack/transfer/testing.ts")).diskBytes(disk));
+});
+
+// ---- Not XVAs: OVAs and disk images, read by the console itself (server/ova) as they arrive.
+
+const { writeOvf } = await import("../../ova/descriptor-writer.ts");
+const { manifestOf, qemuImage, tarOf } = await import("../../ova/testing.ts");
+
+/** An OVA (ovf, mf, a streamOptimized VMDK of qemu-img's) of one disk; `badDigest` spoils the VMDK's line. */
+async function testOva(name: string, raw: Buffer, options: { badDigest?: boolean } = {}): Promise<Buffer> {
+  const vmdk = qemuImage(dataDir, raw, name, "vmdk", ["-o", "subformat=streamOptimized"]);
+  const ovf = Buffer.from(writeOvf({ name, description: "", memory: 256 * MiB, vcpus: 1, firmware: "bios", secureBoot: false, os: { id: 101, type: "", description: "" }, drives: [{ kind: "disk", href: "d.vmdk", capacity: raw.length, name: "disk" }, { kind: "cd", name: "cd" }], nics: [] }));
+  const listed: Array<[string, Buffer]> = [["vm.ovf", ovf], ["d.vmdk", options.badDigest === true ? Buffer.from("not these bytes") : vmdk]];
+  return tarOf([["vm.ovf", ovf], ["vm.mf", manifestOf(listed)], ["d.vmdk", vmdk]]);
+}
+
+async function sendAll(cu: ConsoleUnderTest, id: string, bytes: Buffer, pieces = 3): Promise<void> {
+  const piece = Math.ceil(bytes.length / pieces);
+  for (let offset = 0; offset < bytes.length; offset += piece) assert.equal((await patch(cu, id, offset, bytes.subarray(offset, offset + piece))).status, 204);
+}
+
+const testRaw = () => (import("../../toolstack/transfer/testing.ts")).then(({ diskBytes }) => diskBytes(testDisk()));
+
+test("an OVA upload becomes the VM its OVF describes while it arrives, in a task of the console's", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const raw = await testRaw();
+  const ova = await testOva("ova upload", raw);
+  const id = uploadId(await createUpload(cu, "appliance.ova", ova.length));
+  await sendAll(cu, id, ova);
+  const done = await importEnded(id);
+  assert.equal(done.status, "done", done.error ?? "");
+  assert.equal(await cu.xapi.call(z.string(), "VM.get_name_label", done.vms[0]), "ova upload");
+  const [vdi] = await disksOf(cu, done.vms[0]!);
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, { size: raw.length } as never), raw);
+  const task = await cu.xapi.call(z.looseObject({ name_label: z.string(), status: z.string() }), "task.get_record", done.task);
+  assert.deepEqual([task.name_label, task.status], ["VM import: appliance.ova", "success"]);
+  const listed = await cu.caller.transfers.uploads({ ids: [id] });
+  assert.equal(listed.uploads[0]?.status, "done");
+});
+
+test("a qcow2 uploaded as a disk alone becomes a VDI named after it; an OVA whose manifest lies fails in words, nothing left", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const raw = await testRaw();
+  const qcow2 = qemuImage(dataDir, raw, "alone", "qcow2");
+  const sr = await defaultSr(cu);
+  const created = await tusRequest("POST", BASE, cu.headers, { "upload-length": String(qcow2.length), "upload-metadata": `filename ${b64("data-disk.qcow2")},sr ${b64(sr)},lastModified ${b64("1")},diskOnly ${b64("true")}` });
+  const id = uploadId(created);
+  const vmsBefore = (await cu.xapi.call(z.array(z.string()), "VM.get_all")).length;
+  await sendAll(cu, id, qcow2, 2);
+  const done = await importEnded(id);
+  assert.equal(done.status, "done", done.error ?? "");
+  assert.deepEqual(done.vms, []);
+  assert.equal(await cu.xapi.call(z.string(), "VDI.get_name_label", done.vdis[0]), "data-disk");
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, done.vdis[0]!, { size: raw.length } as never), raw);
+  assert.equal((await cu.xapi.call(z.array(z.string()), "VM.get_all")).length, vmsBefore);
+
+  const vdisBefore = (await cu.xapi.call(z.array(z.string()), "VDI.get_all")).length;
+  const bad = await testOva("lying manifest", raw, { badDigest: true });
+  const badId = uploadId(await createUpload(cu, "lying.ova", bad.length));
+  await sendAll(cu, badId, bad);
+  const failed = await importEnded(badId);
+  assert.equal(failed.status, "failed");
+  assert.match(failed.error ?? "", /^the package does not match its manifest vm\.mf \(d\.vmdk: its SHA256 digest is/);
+  assert.equal((await cu.xapi.call(z.array(z.string()), "VDI.get_all")).length, vdisBefore);
+  assert.equal((await cu.xapi.call(z.array(z.string()), "VM.get_all")).length, vmsBefore);
+});
+
+test("an OVA upload whose import stream breaks is imported again from the spool: one VM", async (t) => {
+  const cu = await startConsoleUnderTest(t);
+  const net = await relay(t, cu.toolstack.service.httpPort);
+  process.env.HANGAR_TOOLSTACK_URL = net.url;
+  const raw = await testRaw();
+  const ova = await testOva("ova survives", raw);
+  const id = uploadId(await createUpload(cu, "survives.ova", ova.length));
+  const half = Math.floor(ova.length / 2);
+  assert.equal((await patch(cu, id, 0, ova.subarray(0, half))).status, 204);
+  const first = await until("the first import", async () => ((await readState(id))?.task ? await readState(id) : undefined));
+  await new Promise((r) => setTimeout(r, 300));
+  net.cut();
+  await until("a second import", async () => {
+    const s = await readState(id);
+    return s !== undefined && s.attempts >= 2 ? s : undefined;
+  });
+  assert.equal((await patch(cu, id, half, ova.subarray(half))).status, 204);
+  const done = await importEnded(id);
+  assert.equal(done.status, "done", done.error ?? "");
+  assert.equal((await vmNamed(cu, "ova survives")).length, 1, "one VM: the broken import was undone");
+  const [vdi] = await disksOf(cu, done.vms[0]!);
+  assert.deepEqual(await readVdi(cu.toolstack.service.ts, vdi!, { size: raw.length } as never), raw);
+  assert.notEqual(await cu.xapi.call(z.string(), "task.get_status", first.task), "pending");
 });

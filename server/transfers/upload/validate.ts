@@ -15,8 +15,11 @@ export class UploadRefusal extends Error {
   }
 }
 
-/** XVA (plain, gzip, zstd) and legacy package tars. */
-export const IMPORTABLE_NAME = /\.(xva|xva\.gz|xva\.zst|xva\.zstd|tar|tar\.gz|tgz|tar\.zst)$/i;
+/**
+ * XVA (plain, gzip, zstd) and legacy package tars; OVAs (an OVF dropped with its disks reaches the console packed
+ * as one); disk images. The name only admits the upload: what the file is, is read from its bytes.
+ */
+export const IMPORTABLE_NAME = /\.(xva|xva\.gz|xva\.zst|xva\.zstd|tar|tar\.gz|tgz|tar\.zst|ova|vmdk|vhd|vhdx|qcow2|qcow|raw|img)$/i;
 
 const zPbd = z.looseObject({ host: z.string().default(""), currently_attached: z.boolean() });
 
@@ -37,7 +40,7 @@ export interface UploadTarget {
 export async function checkUpload(xapi: XenApiClient, input: { fileName: string | undefined; sr: string | undefined; size: number | undefined }): Promise<UploadTarget> {
   const fileName = input.fileName?.trim() ?? "";
   if (fileName === "") throw new UploadRefusal(400, "The upload has no file name.");
-  if (!IMPORTABLE_NAME.test(fileName)) throw new UploadRefusal(415, `${fileName} is not a VM archive: choose an .xva (plain, .gz or .zst) or a legacy package .tar.`);
+  if (!IMPORTABLE_NAME.test(fileName)) throw new UploadRefusal(415, `${fileName} is not a file the console imports: choose an .xva (plain, .gz or .zst), an .ova, an .ovf with its disks, a disk image (.vmdk, .vhd, .vhdx, .qcow2, .raw, .img) or a legacy package .tar.`);
   if (input.size === undefined) throw new UploadRefusal(400, "The upload must declare its size (Upload-Length).");
   if (input.size === 0) throw new UploadRefusal(400, `${fileName} is empty.`);
   if (input.sr === undefined || input.sr === "") throw new UploadRefusal(400, "Choose the SR to import into.");

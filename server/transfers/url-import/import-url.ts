@@ -41,7 +41,7 @@ function fileNameOf(url: URL, disposition: string | undefined): string {
   return IMPORTABLE_NAME.test(name) ? name : `${name}.xva`;
 }
 
-export async function startUrlImport(xapi: XenApiClient, session: ConsoleSession, input: { url: string; sr: string }): Promise<{ id: string }> {
+export async function startUrlImport(xapi: XenApiClient, session: ConsoleSession, input: { url: string; sr: string; diskOnly?: boolean; force?: boolean }): Promise<{ id: string }> {
   const url = parseImportUrl(input.url);
   const abort = new AbortController();
   const { response, url: finalUrl } = await safeGet(url, abort.signal);
@@ -57,7 +57,7 @@ export async function startUrlImport(xapi: XenApiClient, session: ConsoleSession
   }
   const id = randomBytes(16).toString("hex");
   const now = Date.now();
-  const state: UploadState = { id, fileName, fingerprint: url.toString(), sr: target.ref, srName: target.name, length: length ?? 0, user: session.user, session: session.session, task: null, attempts: 0, status: "uploading", error: null, vms: [], created: now, updated: now, source: "url", url: url.toString() };
+  const state: UploadState = { id, fileName, fingerprint: url.toString(), sr: target.ref, srName: target.name, length: length ?? 0, user: session.user, session: session.session, task: null, attempts: 0, status: "uploading", error: null, vms: [], created: now, updated: now, source: "url", url: url.toString(), diskOnly: input.diskOnly === true, force: input.force === true, vdis: [], notes: [] };
   await writeState(state);
   fetchInto(state, abort, response, 0);
   return { id };
