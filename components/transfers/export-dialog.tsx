@@ -10,7 +10,7 @@ import { Dialog, DialogActions } from "@/components/ui/dialog.tsx";
 import { DialogForm } from "@/components/ui/dialog-form.tsx";
 import { FormButtons } from "@/components/ui/form-buttons.tsx";
 import { ProgressBar } from "@/components/ui/progress-bar.tsx";
-import type { TExportCompression, TStartExportResponse } from "@/server/api/downloads/schema.ts";
+import type { TExportCompression, TExportVmFormat, TStartExportResponse } from "@/server/api/downloads/schema.ts";
 
 const CHOICES: ReadonlyArray<{ value: TExportCompression; label: string; hint: string }> = [
   { value: "zstd", label: "zstd", hint: "Small and fast: the best choice for Hangar, XCP-ng 8.3 and XenServer 8." },
@@ -18,13 +18,18 @@ const CHOICES: ReadonlyArray<{ value: TExportCompression; label: string; hint: s
   { value: "none", label: "None", hint: "The largest file, made fastest." },
 ];
 
+const FORMATS: ReadonlyArray<{ value: TExportVmFormat; label: string; hint: string }> = [
+  { value: "xva", label: "XVA", hint: "For Hangar, XCP-ng and XenServer: the VM as it is, every setting kept." },
+  { value: "ova", label: "OVA", hint: "For VMware, VirtualBox, Proxmox and others: an OVF descriptor and a VMDK per disk, with a SHA-256 manifest." },
+];
+
 /** No time left is shown before this age: the rate says nothing yet. */
 const ETA_MIN_AGE_S = 10;
 
-/** Export a VM to the user's machine: compression, then a browser download through the console, with the export's progress. */
+/** Export a VM to the user's machine: XVA (compressed or not) or OVA, then a browser download through the console, with the export's progress. */
 export function ExportDialog({ vm, open, onClose }: { vm: { ref: string; name: string }; open: boolean; onClose: () => void }) {
   return (
-    <Dialog open={open} onClose={onClose} title={`Export ${vm.name || "the VM"}`} description="The browser downloads an .xva file of the VM and its disks. A broken download can be resumed from the browser's downloads.">
+    <Dialog open={open} onClose={onClose} title={`Export ${vm.name || "the VM"}`} description="The browser downloads a file of the VM and its disks, as an XVA or an OVA. A broken download can be resumed from the browser's downloads.">
       {/* Mounted on each opening: a fresh choice, no progress left from last time. */}
       {open ? <ExportForm vm={vm} onClose={onClose} /> : null}
     </Dialog>
@@ -34,8 +39,10 @@ export function ExportDialog({ vm, open, onClose }: { vm: { ref: string; name: s
 function ExportForm({ vm, onClose }: { vm: { ref: string; name: string }; onClose: () => void }) {
   const trpc = useTRPC();
   const [compression, setCompression] = useState<TExportCompression>("zstd");
+  const [format, setFormat] = useState<TExportVmFormat>("xva");
   const [started, setStarted] = useState<TStartExportResponse | null>(null);
   const legendId = useId();
+  const formatLegendId = useId();
   const start = useMutation(
     trpc.downloads.startExport.mutationOptions({
       onSuccess: (answer) => {
@@ -45,31 +52,39 @@ function ExportForm({ vm, onClose }: { vm: { ref: string; name: string }; onClos
     }),
   );
 
-  if (started !== null) return <ExportProgress vmName={vm.name} started={started} onClose={onClose} />;
+  if (started !== null) return <ExportProgress what={vm.name || "the VM"} started={started} onClose={onClose} />;
   return (
-    <DialogForm onSubmit={() => start.mutate({ vmRef: vm.ref, compression })}>
-      <fieldset className="flex flex-col gap-2" aria-labelledby={legendId}>
-        <legend id={legendId} className="mb-1 text-sm font-medium text-zinc-800 dark:text-zinc-200">
-          Compression
-        </legend>
-        {CHOICES.map((choice) => (
-          <label key={choice.value} className="flex cursor-pointer items-start gap-3 rounded-md border border-zinc-200 p-3 text-sm has-checked:border-sky-600 has-checked:bg-sky-50 dark:border-zinc-800 dark:has-checked:border-sky-500 dark:has-checked:bg-sky-950/40">
-            <input type="radio" name="compression" value={choice.value} checked={compression === choice.value} onChange={() => setCompression(choice.value)} className="mt-0.5 accent-sky-600" />
-            <span className="flex flex-col gap-0.5">
-              <span className="font-medium text-zinc-900 dark:text-zinc-100">{choice.label}</span>
-              <span className="text-xs text-zinc-600 dark:text-zinc-400">{choice.hint}</span>
-            </span>
-          </label>
-        ))}
-      </fieldset>
+    <DialogForm onSubmit={() => start.mutate({ vmRef: vm.ref, compression, format })}>
+      <Choices legendId={formatLegendId} legend="Format" name="format" choices={FORMATS} value={format} onChange={setFormat} />
+      {format === "xva" ? <Choices legendId={legendId} legend="Compression" name="compression" choices={CHOICES} value={compression} onChange={setCompression} /> : null}
       {start.error ? <Alert title="The export could not start">{start.error.message}</Alert> : null}
       <FormButtons label="Download" pending={start.isPending} pendingLabel="Starting…" onCancel={onClose} />
     </DialogForm>
   );
 }
 
+/** One choice among a few, each with a line saying what it is for. */
+function Choices<T extends string>({ legendId, legend, name, choices, value, onChange }: { legendId: string; legend: string; name: string; choices: ReadonlyArray<{ value: T; label: string; hint: string }>; value: T; onChange: (value: T) => void }) {
+  return (
+    <fieldset className="flex flex-col gap-2" aria-labelledby={legendId}>
+      <legend id={legendId} className="mb-1 text-sm font-medium text-zinc-800 dark:text-zinc-200">
+        {legend}
+      </legend>
+      {choices.map((choice) => (
+        <label key={choice.value} className="flex cursor-pointer items-start gap-3 rounded-md border border-zinc-200 p-3 text-sm has-checked:border-sky-600 has-checked:bg-sky-50 dark:border-zinc-800 dark:has-checked:border-sky-500 dark:has-checked:bg-sky-950/40">
+          <input type="radio" name={name} value={choice.value} checked={value === choice.value} onChange={() => onChange(choice.value)} className="mt-0.5 accent-sky-600" />
+          <span className="flex flex-col gap-0.5">
+            <span className="font-medium text-zinc-900 dark:text-zinc-100">{choice.label}</span>
+            <span className="text-xs text-zinc-600 dark:text-zinc-400">{choice.hint}</span>
+          </span>
+        </label>
+      ))}
+    </fieldset>
+  );
+}
+
 /** A browser download of `url` (the route answers it as an attachment: the page stays). */
-function download(url: string, fileName: string): void {
+export function download(url: string, fileName: string): void {
   const link = document.createElement("a");
   link.href = url;
   link.download = fileName;
@@ -79,7 +94,8 @@ function download(url: string, fileName: string): void {
   link.remove();
 }
 
-function ExportProgress({ vmName, started, onClose }: { vmName: string; started: TStartExportResponse; onClose: () => void }) {
+/** An export's progress from its task, the file the browser saves, and a retry of the download if it failed. */
+export function ExportProgress({ what, started, onClose }: { what: string; started: TStartExportResponse; onClose: () => void }) {
   const trpc = useTRPC();
   const progress = useQuery(
     trpc.downloads.exportProgress.queryOptions(
@@ -94,7 +110,7 @@ function ExportProgress({ vmName, started, onClose }: { vmName: string; started:
   return (
     <div className="flex flex-col gap-4">
       <div className="flex flex-col gap-2">
-        <ProgressBar label={`Export of ${vmName || "the VM"}`} value={data === undefined || data.state === "waiting" ? null : data.progress} tone={finished ? "success" : failed ? "danger" : "default"} />
+        <ProgressBar label={`Export of ${what}`} value={data === undefined || data.state === "waiting" ? null : data.progress} tone={finished ? "success" : failed ? "danger" : "default"} />
         <p className="min-h-5 text-sm text-zinc-700 tabular-nums dark:text-zinc-300" aria-live="polite">
           {data === undefined
             ? "Starting the export…"

@@ -1,8 +1,9 @@
 "use client";
 
-// VM import on the VMs page: drop .xva files (or choose them) into a chosen SR; each one uploads resumably
-// while the console imports it, with its progress, rate, time left, pause / resume / cancel, and the import's
-// state and error in words from its toolstack task.
+// VM import on the VMs page: drop files (or a folder, or choose them) into a chosen SR: XVAs, OVAs, an OVF with
+// its disks (sent as one package), bare disk images (a dialog asks: a new VM, or a disk alone). Each uploads
+// resumably while the console imports it, with its progress, rate, time left, pause / resume / cancel, and the
+// import's state, error and notes in words from its toolstack task.
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, useState, useSyncExternalStore, type DragEvent, type ReactNode } from "react";
 import { formatBytes, formatRate, formatTimeLeft } from "@/lib/format.ts";
@@ -13,10 +14,11 @@ import { cn } from "@/components/ui/cn.ts";
 import { Field, inputClasses, selectClasses } from "@/components/ui/field.tsx";
 import { ProgressBar } from "@/components/ui/progress-bar.tsx";
 import type { UploadSummary } from "@/server/api/transfers/schema.ts";
-import { unfinishedUploads, UploadJob } from "./upload-job.ts";
+import { DiskChoiceDialog, type DiskChoice } from "./disk-choice-dialog.tsx";
+import { droppedFiles, planUploads, type Planned } from "./dropped-files.ts";
+import { unfinishedUploads, type UploadFile, UploadJob } from "./upload-job.ts";
 
-const ACCEPT = ".xva,.gz,.zst,.tar,.tgz";
-const IMPORTABLE = /\.(xva|xva\.gz|xva\.zst|xva\.zstd|tar|tar\.gz|tgz|tar\.zst)$/i;
+const ACCEPT = ".xva,.gz,.zst,.tar,.tgz,.ova,.ovf,.mf,.cert,.vmdk,.vhd,.vhdx,.qcow2,.qcow,.raw,.img";
 
 export function ImportDropZone() {
   const trpc = useTRPC();
@@ -28,6 +30,9 @@ export function ImportDropZone() {
   const [dragging, setDragging] = useState(false);
   const [refused, setRefused] = useState<string | null>(null);
   const [unfinished, setUnfinished] = useState<{ fileName: string; size: number | null }[]>([]);
+  const [force, setForce] = useState(false);
+  const [notes, setNotes] = useState<ReadonlyMap<string, string>>(new Map());
+  const [diskChoice, setDiskChoice] = useState<{ id: number; into: string; disks: Array<Extract<Planned, { kind: "disk" }>> } | null>(null);
   const input = useRef<HTMLInputElement>(null);
   const [urlIds, setUrlIds] = useState<string[]>([]);
   const [url, setUrl] = useState("");
@@ -73,26 +78,19 @@ export function ImportDropZone() {
     return () => window.removeEventListener("beforeunload", warn);
   }, [uploading]);
 
-  async function add(list: FileList | File[]) {
-    const files = [...list];
-    setRefused(null);
-    let target = sr;
-    if (target === null && srs.data === undefined) {
-      // Dropped before the SRs have loaded: wait for them (the default SR) rather than refuse.
-      const loaded = await queryClient.fetchQuery(trpc.srs.list.queryOptions({ volumeCounts: false })).catch(() => undefined);
-      const usable = (loaded?.srs ?? []).filter((s) => s.contentType !== "iso" && s.attached);
-      target = usable.find((s) => s.isDefault)?.ref ?? usable[0]?.ref ?? null;
-    }
-    if (target === null) {
-      setRefused("There is no attached SR to import into.");
-      return;
-    }
-    const into = target;
-    const wrong = files.filter((f) => !IMPORTABLE.test(f.name));
-    if (wrong.length > 0) setRefused(`${wrong.map((f) => f.name).join(", ")}: not a VM archive. Choose .xva files (plain, .gz or .zst) or legacy package .tar files.`);
-    const fresh = files.filter((f) => IMPORTABLE.test(f.name)).map((file) => new UploadJob(file, into));
-    setJobs((current) => [...fresh, ...current]);
-    for (const job of fresh) {
+  /** The SR to import into: the chosen one, or (dropped before the SRs have loaded) the default once they have. */
+  async function targetSr(): Promise<string | null> {
+    if (sr !== null || srs.data !== undefined) return sr;
+    const loaded = await queryClient.fetchQuery(trpc.srs.list.queryOptions({ volumeCounts: false })).catch(() => undefined);
+    const usable = (loaded?.srs ?? []).filter((s) => s.contentType !== "iso" && s.attached);
+    return usable.find((s) => s.isDefault)?.ref ?? usable[0]?.ref ?? null;
+  }
+
+  function startUploads(files: Array<{ file: UploadFile; note: string | null; diskOnly: boolean }>, into: string) {
+    const fresh = files.map(({ file, note, diskOnly }) => ({ job: new UploadJob(file, into, { diskOnly, force }), note }));
+    setJobs((current) => [...fresh.map((f) => f.job), ...current]);
+    setNotes((current) => new Map([...current, ...fresh.filter((f) => f.note !== null).map((f) => [f.job.snapshot.key, f.note!] as const)]));
+    for (const { job } of fresh) {
       // The console's id arrives once the upload is created: ask for its import's state from then on.
       const stop = job.subscribe(() => {
         if (job.snapshot.id === null) return;
@@ -101,13 +99,34 @@ export function ImportDropZone() {
       });
       void job.start(into);
     }
-    setUnfinished((u) => u.filter((p) => !fresh.some((j) => j.snapshot.fileName === p.fileName)));
+    setUnfinished((u) => u.filter((p) => !fresh.some(({ job }) => job.snapshot.fileName === p.fileName)));
+  }
+
+  async function add(list: FileList | File[]) {
+    setRefused(null);
+    const into = await targetSr();
+    if (into === null) {
+      setRefused("There is no attached SR to import into.");
+      return;
+    }
+    const plan = await planUploads([...list]);
+    const refusals = plan.filter((p): p is Extract<Planned, { kind: "refused" }> => p.kind === "refused");
+    if (refusals.length > 0) setRefused(refusals.map((r) => `${r.name}: ${r.reason}.`).join(" "));
+    startUploads(plan.flatMap((p) => (p.kind === "upload" ? [{ file: p.file, note: p.note, diskOnly: false }] : [])), into);
+    const disks = plan.filter((p): p is Extract<Planned, { kind: "disk" }> => p.kind === "disk");
+    if (disks.length > 0) setDiskChoice({ id: Date.now(), into, disks });
+  }
+
+  function chooseDisks(choices: DiskChoice[]) {
+    if (diskChoice === null) return;
+    startUploads(choices.map((choice) => ({ file: choice.disk.file, note: choice.disk.note, diskOnly: choice.diskOnly })), diskChoice.into);
+    setDiskChoice(null);
   }
 
   function onDrop(event: DragEvent<HTMLDivElement>) {
     event.preventDefault();
     setDragging(false);
-    if (event.dataTransfer.files.length > 0) void add(event.dataTransfer.files);
+    void droppedFiles(event.dataTransfer).then((files) => (files.length > 0 ? add(files) : undefined));
   }
 
   return (
@@ -117,7 +136,7 @@ export function ImportDropZone() {
           <h2 id="import-heading" className="text-base font-semibold text-zinc-900 dark:text-zinc-100">
             Import VMs
           </h2>
-          <p className="text-sm text-zinc-600 dark:text-zinc-400">The import runs while the file uploads; a dropped connection or a reload resumes where it stopped.</p>
+          <p className="text-sm text-zinc-600 dark:text-zinc-400">XVA, OVA, OVF with its disks, or a disk image (VMDK, VHD, VHDX, qcow2, raw). The import runs while the file uploads; a dropped connection or a reload resumes where it stopped.</p>
         </div>
         <Field label="Import into SR" className="w-full sm:w-80">
           {(id, describedBy) => (
@@ -147,7 +166,7 @@ export function ImportDropZone() {
           dragging ? "border-sky-500 bg-sky-50 dark:bg-sky-950/40" : "border-zinc-300 text-zinc-600 dark:border-zinc-700 dark:text-zinc-400",
         )}
       >
-        <p>Drop .xva files (plain, .gz, .zst) or legacy .tar packages here, or</p>
+        <p>Drop .xva, .ova, .ovf with its disks (or their folder), or disk images here, or</p>
         <Button variant="secondary" onClick={() => input.current?.click()} disabled={sr === null}>
           Choose files to import
         </Button>
@@ -169,19 +188,24 @@ export function ImportDropZone() {
         className="flex flex-wrap items-end gap-2"
         onSubmit={(e) => {
           e.preventDefault();
-          if (sr !== null) fromUrl.mutate({ url, sr });
+          if (sr !== null) fromUrl.mutate({ url, sr, force });
         }}
       >
         <Field label="Or import from a URL" className="min-w-0 flex-1" error={fromUrl.error?.message}>
           {(id, describedBy) => (
-            <input id={id} aria-describedby={describedBy} aria-invalid={fromUrl.isError || undefined} className={inputClasses} type="url" inputMode="url" placeholder="https://example.com/web.xva" value={url} onChange={(e) => setUrl(e.target.value)} />
+            <input id={id} aria-describedby={describedBy} aria-invalid={fromUrl.isError || undefined} className={inputClasses} type="url" inputMode="url" placeholder="https://example.com/web.ova" value={url} onChange={(e) => setUrl(e.target.value)} />
           )}
         </Field>
         <Button type="submit" variant="secondary" disabled={sr === null || url.trim() === "" || fromUrl.isPending}>
           {fromUrl.isPending ? "Contacting…" : "Import from URL"}
         </Button>
       </form>
+      <label className="flex items-center gap-2 text-sm text-zinc-700 dark:text-zinc-300">
+        <input type="checkbox" className="size-4 accent-sky-600" checked={force} onChange={(e) => setForce(e.target.checked)} />
+        Ignore checksum errors (an XVA&apos;s block checksums, an OVA&apos;s manifest)
+      </label>
       {refused !== null ? <Alert tone="error">{refused}</Alert> : null}
+      <DiskChoiceDialog key={diskChoice?.id ?? 0} open={diskChoice !== null} disks={diskChoice?.disks ?? []} srName={diskSrs.find((s) => s.ref === diskChoice?.into)?.name ?? "the SR"} onCancel={() => setDiskChoice(null)} onConfirm={chooseDisks} />
       {unfinished.length > 0 ? (
         <Alert tone="info" title="Unfinished uploads">
           {unfinished.map((u) => `${u.fileName}${u.size === null ? "" : ` (${formatBytes(u.size)})`}`).join(", ")}: drop or choose the same file again to resume where it stopped.
@@ -193,7 +217,7 @@ export function ImportDropZone() {
             <ImportUrlRow key={id} state={states.data?.uploads.find((u) => u.id === id)} />
           ))}
           {jobs.map((job) => (
-            <ImportUploadRow key={job.snapshot.key} job={job} state={states.data?.uploads.find((u) => u.id === job.snapshot.id)} />
+            <ImportUploadRow key={job.snapshot.key} job={job} note={notes.get(job.snapshot.key) ?? null} state={states.data?.uploads.find((u) => u.id === job.snapshot.id)} />
           ))}
         </ul>
       ) : null}
@@ -209,7 +233,7 @@ function useJob(job: UploadJob) {
   );
 }
 
-function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary | undefined }) {
+function ImportUploadRow({ job, note, state }: { job: UploadJob; note: string | null; state: UploadSummary | undefined }) {
   const snap = useJob(job);
   const fraction = snap.size === 0 ? 1 : snap.sent / snap.size;
   const importError = importFailure(state);
@@ -219,7 +243,7 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
   let status: string;
   if (error !== null) status = "Failed";
   else if (snap.phase === "cancelled" || state?.status === "cancelled") status = "Cancelled";
-  else if (done) status = "Imported";
+  else if (done) status = state.diskOnly ? "Imported as a disk" : "Imported";
   else if (snap.phase === "paused") status = "Paused";
   else if (snap.phase === "retrying") status = "The console cannot be reached: retrying…";
   else if (snap.phase === "uploaded") status = "Upload complete: finishing the import…";
@@ -265,9 +289,25 @@ function ImportUploadRow({ job, state }: { job: UploadJob; state: UploadSummary 
         {snap.phase === "uploading" && left !== null ? <span>{formatTimeLeft(left)}</span> : null}
         {state?.task !== null && state?.task !== undefined && !done && error === null ? <span>import task {Math.round(state.task.progress * 100)}%</span> : null}
       </p>
+      {note !== null && !done && error === null ? <p className="text-xs text-zinc-600 dark:text-zinc-400">{note}</p> : null}
       {error !== null ? <Alert tone="error" title={`${snap.fileName} was not imported`}>{error}</Alert> : null}
       <ImportNotice state={state} />
+      <ImportNotes state={state} />
     </TransferRow>
+  );
+}
+
+/** What the file asked that the VM does not have, or what was noticed on the way, once imported. */
+function ImportNotes({ state }: { state: UploadSummary | undefined }) {
+  if (state?.status !== "done" || state.notes.length === 0) return null;
+  return (
+    <Alert tone="info" title="Imported, with notes">
+      <ul className="list-disc pl-4">
+        {state.notes.map((note) => (
+          <li key={note}>{note}</li>
+        ))}
+      </ul>
+    </Alert>
   );
 }
 
@@ -319,6 +359,7 @@ function ImportUrlRow({ state }: { state: UploadSummary | undefined }) {
       </p>
       {error !== null ? <Alert tone="error" title={`${state.fileName} was not imported`}>{error}</Alert> : null}
       <ImportNotice state={state} />
+      <ImportNotes state={state} />
     </TransferRow>
   );
 }

@@ -1,4 +1,4 @@
-// One browser upload of a VM archive through tus (8 MiB PATCHes, resumable): start or resume it, pause,
+// One browser upload of a VM archive, an OVA or a disk image through tus (8 MiB PATCHes, resumable): start or resume it, pause,
 // cancel, and its rate and ETA from a sliding window of samples.
 import { defaultOptions, type PreviousUpload, Upload } from "tus-js-client";
 
@@ -33,29 +33,53 @@ function describe(error: Error): string {
   return error.message;
 }
 
+/** What is uploaded: a file the user chose, or several packed as one (an OVF and its disks, as an OVA). */
+export interface UploadFile {
+  blob: Blob;
+  name: string;
+  lastModified: number;
+}
+
+export function uploadFileOf(file: File): UploadFile {
+  return { blob: file, name: file.name, lastModified: file.lastModified };
+}
+
+export interface UploadOptions {
+  /** A bare disk image becomes a disk on the SR alone, not a VM. */
+  diskOnly?: boolean;
+  /** Import even when checksums do not match. */
+  force?: boolean;
+}
+
 export class UploadJob {
   snapshot: UploadSnapshot;
   private readonly upload: Upload;
   private readonly listeners = new Set<() => void>();
   private samples: { at: number; sent: number }[] = [];
 
-  constructor(file: File, sr: string) {
-    this.snapshot = { key: `${file.name}:${file.size}:${file.lastModified}:${Date.now()}`, fileName: file.name, size: file.size, sent: 0, phase: "starting", id: null, rate: null, error: null, resumed: false };
-    this.upload = new Upload(file, {
+  constructor(file: UploadFile, sr: string, options: UploadOptions = {}) {
+    const { blob, name, lastModified } = file;
+    this.snapshot = { key: `${name}:${blob.size}:${lastModified}:${Date.now()}`, fileName: name, size: blob.size, sent: 0, phase: "starting", id: null, rate: null, error: null, resumed: false };
+    const metadata: Record<string, string> = { filename: name, filetype: blob.type || "application/octet-stream", sr, lastModified: String(lastModified) };
+    if (options.diskOnly === true) metadata.diskOnly = "true";
+    if (options.force === true) metadata.force = "true";
+    this.upload = new Upload(blob, {
       endpoint: UPLOAD_ENDPOINT,
       chunkSize: CHUNK_SIZE,
       retryDelays: RETRY_DELAYS_MS,
       removeFingerprintOnSuccess: true,
-      metadata: { filename: file.name, filetype: file.type || "application/octet-stream", sr, lastModified: String(file.lastModified) },
+      // The same file (or the same files packed as one) finds its unfinished upload again after a reload.
+      fingerprint: async () => `hangar-upload:${name}:${blob.size}:${lastModified}:${options.diskOnly === true ? "disk" : "vm"}`,
+      metadata,
       onUploadUrlAvailable: () => this.set({ id: this.upload.url?.split("/").pop() ?? null }),
       onProgress: (sent) => this.progress(sent),
-      onSuccess: () => this.set({ phase: "uploaded", sent: file.size, rate: null }),
+      onSuccess: () => this.set({ phase: "uploaded", sent: blob.size, rate: null }),
       onError: (error) => this.set({ phase: "failed", error: describe(error), rate: null }),
-      onShouldRetry: (error, _attempt, options) => {
+      onShouldRetry: (error, _attempt, retryOptions) => {
         const status = (error as { originalResponse?: { getStatus(): number } | null }).originalResponse?.getStatus() ?? 0;
         // A refusal in words (422 import failed, 410 cancelled, 413 too large…) is final; a dropped connection is not.
         if (status >= 400 && status < 500 && status !== 409 && status !== 423) return false;
-        const retry = defaultOptions.onShouldRetry?.(error, _attempt, options) ?? true;
+        const retry = defaultOptions.onShouldRetry?.(error, _attempt, retryOptions) ?? true;
         // Shown until bytes move again (the next progress event).
         if (retry && this.snapshot.phase !== "paused") this.set({ phase: "retrying", rate: null });
         return retry;

@@ -5,6 +5,7 @@ import type { TVolumeRow } from "@/server/api/volumes/schema.ts";
 import { CloneVolumeDialog } from "./clone-volume-dialog.tsx";
 import { CopyVolumeDialog } from "./copy-volume-dialog.tsx";
 import { DestroyVolumeDialog } from "./destroy-volume-dialog.tsx";
+import { DownloadVolumeDialog } from "./download-volume-dialog.tsx";
 import { RenameVolumeDialog } from "./rename-volume-dialog.tsx";
 import { ResizeVolumeDialog } from "./resize-volume-dialog.tsx";
 import { RevertVolumeDialog } from "./revert-volume-dialog.tsx";
@@ -43,6 +44,7 @@ export function VolumeActionDialog({ action, volume, ...props }: Props) {
     clone: CloneVolumeDialog,
     revert: RevertVolumeDialog,
     copy: CopyVolumeDialog,
+    download: DownloadVolumeDialog,
     rename: RenameVolumeDialog,
     keys: VolumeKeysDialog,
     destroy: DestroyVolumeDialog,

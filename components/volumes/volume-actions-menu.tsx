@@ -6,7 +6,7 @@ import { useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from
 import { cn } from "@/components/ui/cn.ts";
 import type { TVolumeRow } from "@/server/api/volumes/schema.ts";
 
-export type VolumeAction = "details" | "resize" | "snapshot" | "clone" | "revert" | "copy" | "rename" | "keys" | "cbt" | "destroy";
+export type VolumeAction = "details" | "resize" | "snapshot" | "clone" | "revert" | "copy" | "download" | "rename" | "keys" | "cbt" | "destroy";
 
 interface Item {
   action: VolumeAction;
@@ -28,6 +28,7 @@ export function actionsFor(volume: TVolumeRow, features: readonly string[]): Ite
   if (has("VDI_CLONE")) items.push({ action: "clone", label: "Clone…" });
   if (volume.isSnapshot && volume.snapshotOf !== null && has("VDI_REVERT")) items.push({ action: "revert", label: `Revert “${volume.snapshotOf.name}” to this snapshot…` });
   items.push({ action: "copy", label: "Copy to another SR…" });
+  items.push({ action: "download", label: "Download…" });
   items.push({ action: "rename", label: "Rename / description…" });
   items.push({ action: "keys", label: "Keys…" });
   if (has("VDI_CONFIG_CBT")) items.push({ action: "cbt", label: volume.cbtEnabled ? "Turn CBT off" : "Turn CBT on" });

@@ -14,7 +14,7 @@ import { readVdi } from "../toolstack/transfer/testing.ts";
 import { XenApiClient } from "../xenapi/client.ts";
 import { writeOvf } from "./descriptor-writer.ts";
 import { sniffPackage } from "../../lib/file-kind.ts";
-import { importDiskImage, importOva, importOvfFiles, type ImportTarget, PackageError, type PackageSource } from "./import.ts";
+import { importDiskImage, importOva, importOvfFiles, type ImportTarget, PackageError, type PackageSource, PART_OF_KEY } from "./import.ts";
 import { runInTask } from "./in-task.ts";
 import { bufferSource, manifestOf, qemuImage, tarOf, virtualBoxOvf } from "./testing.ts";
 
@@ -115,7 +115,7 @@ describe("importOva", () => {
     assert.match(taskRecord.result, new RegExp(result.vm!));
     assert.equal(taskRecord.progress, 1);
     // The disks' own transfers ran in tasks of their own, gone once done.
-    assert.deepEqual(Object.values(await xapi.records("task", anyRecord)).filter((t) => t.other_config?.["hangar:part_of"] === task), []);
+    assert.deepEqual(Object.values(await xapi.records("task", anyRecord)).filter((t) => t.other_config?.[PART_OF_KEY] === task), []);
     for (const vdi of result.vdis) assert.deepEqual((await xapi.call(anyRecord, "VDI.get_record", vdi)).other_config, {});
   });
 

@@ -57,6 +57,8 @@ export interface ImportResult {
 }
 
 const zRef = z.string();
+/** The other_config key that makes a disk's task part of the import's (a task list shows it as that one). */
+export const PART_OF_KEY = "hangar:part_of";
 /** How long a disk's task may take to finish once its body has been sent. */
 const DISK_TASK_MS = 5 * 60_000;
 /** How long a disk's cancelled transfer may take to let go of its VDI. */
@@ -180,7 +182,7 @@ async function putDisk(target: ImportTarget, bytes: MemberBytes, size: number, f
     throw error;
   }
   const task = new ResourceTask(xapi, await xapi.call(zRef, "task.create", `Disk import: ${name}`, `${format} into ${vdi === undefined ? "a new VDI" : "its VDI"}`));
-  if (target.task !== undefined) await xapi.call(z.unknown(), "task.add_to_other_config", task.ref, "hangar:part_of", target.task).catch(() => undefined);
+  if (target.task !== undefined) await xapi.call(z.unknown(), "task.add_to_other_config", task.ref, PART_OF_KEY, target.task).catch(() => undefined);
   url.searchParams.set("task_id", task.ref);
   const put = putResource(url, (request) => pipeline(Readable.from(bytes.rest(), { objectMode: false }), request, { signal }), { length: size, signal });
   // A connection cut mid-body (the toolstack restarting, the network) ends the PUT at once: the body's source may

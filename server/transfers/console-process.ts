@@ -51,8 +51,8 @@ if (import.meta.main) {
     const path = new URL(req.url ?? "/", "http://console").pathname;
     const route = path.startsWith(UPLOAD_PATH)
       ? handleUpload(req, res)
-      : path.startsWith("/api/download/vm/")
-        ? serveExportDownload(req, res, decodeURIComponent(path.slice("/api/download/vm/".length)))
+      : /^\/api\/download\/(vm|vdi)\//.test(path)
+        ? serveExportDownload(req, res, path.split("/")[3] as "vm" | "vdi", decodeURIComponent(path.split("/")[4] ?? ""))
         : Promise.resolve(void res.writeHead(404).end());
     route.catch((error: unknown) => {
       // The routes answer every failure themselves: one that escapes is a bug the test should see.

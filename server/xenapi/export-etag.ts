@@ -17,3 +17,8 @@ export function etagDate(etag: string, kind: ExportEtagKind): Date | undefined {
   const match = new RegExp(`^"${kind}-(\\d+)-[0-9a-f]{20}"$`).exec(etag);
   return match === null ? undefined : new Date(Number(match[1]));
 }
+
+/** The date an ETag of any export kind names, or undefined for anything else. */
+export function anyEtagDate(etag: string): Date | undefined {
+  return etagDate(etag, "hx1") ?? etagDate(etag, "ho1") ?? etagDate(etag, "hd1");
+}

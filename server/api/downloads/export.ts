@@ -6,15 +6,36 @@ import { z } from "zod";
 import { type XenApiClient, zTaskRecord } from "../../xenapi/client.ts";
 import { parseXenDate } from "../../xenapi/values.ts";
 import { describeTaskError } from "../../xenapi/error-descriptions.ts";
-import type { TExportCompression, TExportProgressResponse, TStartExportResponse } from "./schema.ts";
+import type { TDiskExportFormat, TExportCompression, TExportProgressResponse, TExportVmFormat, TStartExportResponse } from "./schema.ts";
 
 const ZVmBrief = z.looseObject({ uuid: z.string(), name_label: z.string() });
 
-export async function startExport(xapi: XenApiClient, vmRef: string, compression: TExportCompression): Promise<TStartExportResponse> {
+/** A file name of `name`, safe on every desktop. */
+function safeName(name: string): string {
+  return name.replace(/[\\/:*?"<>|\x00-\x1f\x7f]+/g, "_").trim() || "export";
+}
+
+export async function startExport(xapi: XenApiClient, vmRef: string, compression: TExportCompression, format: TExportVmFormat = "xva"): Promise<TStartExportResponse> {
   const vm = await xapi.call(ZVmBrief, "VM.get_record", vmRef);
-  const task = await xapi.call(z.string(), "task.create", `Export of VM: ${vm.name_label}`, `Downloaded through the console (${compression === "none" ? "uncompressed" : compression})`);
-  const query = new URLSearchParams({ compression, task });
-  return { task, url: `/api/download/vm/${vm.uuid}.xva?${query}`, fileName: `${vm.name_label.replace(/[\\/:*?"<>|\x00-\x1f\x7f]+/g, "_").trim() || "export"}.xva` };
+  const how = format === "ova" ? "as an OVA" : compression === "none" ? "uncompressed" : compression;
+  const task = await xapi.call(z.string(), "task.create", `Export of VM${format === "ova" ? " as OVA" : ""}: ${vm.name_label}`, `Downloaded through the console (${how})`);
+  const query = format === "ova" ? new URLSearchParams({ task }) : new URLSearchParams({ compression, task });
+  return { task, url: `/api/download/vm/${vm.uuid}.${format}?${query}`, fileName: `${safeName(vm.name_label)}.${format}` };
+}
+
+const ZVdiBrief = z.looseObject({ uuid: z.string(), name_label: z.string() });
+
+const vdiByUuid = async (xapi: XenApiClient, uuid: string) => xapi.call(ZVdiBrief, "VDI.get_record", await xapi.call(z.string(), "VDI.get_by_uuid", uuid));
+
+/** A disk's download (its delta since `baseUuid`, a snapshot of it, when given): a task and the route's URL. */
+export async function startDiskExport(xapi: XenApiClient, input: { vdiUuid: string; format: TDiskExportFormat; baseUuid?: string }): Promise<TStartExportResponse> {
+  const vdi = await vdiByUuid(xapi, input.vdiUuid);
+  const base = input.baseUuid === undefined ? undefined : await vdiByUuid(xapi, input.baseUuid);
+  const since = base === undefined ? "" : ` since ${base.name_label || base.uuid}`;
+  const task = await xapi.call(z.string(), "task.create", `Export of VDI${since === "" ? "" : " changes"}: ${vdi.name_label}`, `Downloaded through the console as ${input.format}${since}`);
+  const query = new URLSearchParams({ task, ...(base === undefined ? {} : { base: base.uuid }) });
+  const suffix = base === undefined ? "" : `-since-${safeName(base.name_label || base.uuid)}`;
+  return { task, url: `/api/download/vdi/${vdi.uuid}.${input.format}?${query}`, fileName: `${safeName(vdi.name_label || vdi.uuid)}${suffix}.${input.format}` };
 }
 
 export async function exportProgress(xapi: XenApiClient, task: string, now = Date.now()): Promise<TExportProgressResponse> {

@@ -1,15 +1,20 @@
-// Export downloads: the Export dialog starts one (a task and the console route's URL) and follows its progress.
+// Export downloads: the Export dialog starts a VM's, a volume's menu a disk's (a task and the console route's
+// URL), and either follows its progress.
 import "server-only";
 
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
-import { exportProgress, startExport } from "./export.ts";
-import { ZExportProgressResponse, ZExportProgressSchema, ZStartExportResponse, ZStartExportSchema } from "./schema.ts";
+import { exportProgress, startDiskExport, startExport } from "./export.ts";
+import { ZExportProgressResponse, ZExportProgressSchema, ZStartDiskExportSchema, ZStartExportResponse, ZStartExportSchema } from "./schema.ts";
 
 export const downloadsRouter = createTRPCRouter({
   startExport: authedProcedure
     .input(ZStartExportSchema)
     .output(ZStartExportResponse)
-    .mutation(({ ctx, input }) => startExport(ctx.xapi, input.vmRef, input.compression)),
+    .mutation(({ ctx, input }) => startExport(ctx.xapi, input.vmRef, input.compression, input.format)),
+  startDiskExport: authedProcedure
+    .input(ZStartDiskExportSchema)
+    .output(ZStartExportResponse)
+    .mutation(({ ctx, input }) => startDiskExport(ctx.xapi, input)),
   exportProgress: authedProcedure
     .input(ZExportProgressSchema)
     .output(ZExportProgressResponse)

@@ -1,10 +1,23 @@
-// What the downloads router accepts and returns: an export started from the Export dialog, and its task's progress.
+// What the downloads router accepts and returns: a VM's export started from the Export dialog, a disk's from a
+// volume's menu, and an export task's progress.
 import { z } from "zod";
 
 export const ZExportCompression = z.enum(["none", "gzip", "zstd"]);
 export type TExportCompression = z.infer<typeof ZExportCompression>;
 
-export const ZStartExportSchema = z.object({ vmRef: z.string().regex(/^OpaqueRef:[\w-]+$/, "Not a VM reference"), compression: ZExportCompression });
+/** A VM goes out as an XVA (compressed as asked) or an OVA (OVF 1.0, streamOptimized VMDKs, a SHA-256 manifest). */
+export const ZExportVmFormat = z.enum(["xva", "ova"]);
+export type TExportVmFormat = z.infer<typeof ZExportVmFormat>;
+
+export const ZStartExportSchema = z.object({ vmRef: z.string().regex(/^OpaqueRef:[\w-]+$/, "Not a VM reference"), compression: ZExportCompression, format: ZExportVmFormat.default("xva") });
+
+export const ZDiskExportFormat = z.enum(["raw", "vhd", "qcow2", "vmdk"]);
+export type TDiskExportFormat = z.infer<typeof ZDiskExportFormat>;
+
+const ZVdiUuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, "Not a VDI's UUID");
+
+/** A disk as a file, or with `baseUuid` (a snapshot of it) only what changed since. */
+export const ZStartDiskExportSchema = z.object({ vdiUuid: ZVdiUuid, format: ZDiskExportFormat, baseUuid: ZVdiUuid.optional() });
 export const ZStartExportResponse = z.object({
   /** The task the export will run in (it shows on the Tasks page). */
   task: z.string(),

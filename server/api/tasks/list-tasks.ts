@@ -10,6 +10,7 @@ import { CONSOLE_DBG, hostPlugins, type PluginPlace, type PoolHost, poolHosts } 
 import { describeTaskError } from "../../xenapi/error-descriptions.ts";
 import { parseXenDate } from "../../xenapi/values.ts";
 import type { TListTasksResponse, TTask, TTaskKind, TTaskState } from "./schema.ts";
+import { PART_OF_KEY } from "../../ova/import.ts";
 
 /** other_config keys the toolstack writes on data tasks (server/toolstack/data-tasks.ts). */
 const STATE_KEY = "hangar:data-operation";
@@ -215,7 +216,9 @@ export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: 
 export async function listTasks(xapi: XenApiClient, pluginRoot: string): Promise<TListTasksResponse> {
   const now = Date.now();
   const [records, hosts] = await Promise.all([xapi.records("task", ZTaskListRecord), poolHosts(xapi)]);
-  const tasks = await Promise.all(Object.entries(records).map(([ref, record]) => describeTask(xapi, pluginRoot, ref, record, now, hosts)));
+  // A part of another task (a disk of an OVA import: server/ova) shows as that task, not beside it.
+  const shown = Object.entries(records).filter(([, record]) => record.other_config[PART_OF_KEY] === undefined);
+  const tasks = await Promise.all(shown.map(([ref, record]) => describeTask(xapi, pluginRoot, ref, record, now, hosts)));
   const isRunning = (task: TTask) => task.state === "running" || task.state === "cancelling";
   tasks.sort((a, b) => {
     if (isRunning(a) !== isRunning(b)) return isRunning(a) ? -1 : 1;

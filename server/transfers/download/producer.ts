@@ -12,7 +12,7 @@ import { followRedirects, resourceUrl } from "../../xenapi/resource.ts";
 import { transferMinFreeBytes } from "../settings.ts";
 import { BlockPool, SpoolWriter } from "../block-spool.ts";
 import { type BlockAnswer, getIntoBlocks } from "./block-get.ts";
-import { archivePath, type Compression, freeBytes, readMeta, removeSpool, type SpoolMeta, spoolId, sweepSpools, writeMeta } from "./spool.ts";
+import { archivePath, type ExportKind, freeBytes, readMeta, removeSpool, type SpoolMeta, spoolId, sweepSpools, writeMeta } from "./spool.ts";
 
 /** A refusal or failure to answer with: its HTTP status and a sentence; `code` is the toolstack's XenAPI code. */
 export class DownloadError extends Error {
@@ -214,23 +214,27 @@ async function refusal(response: BlockAnswer): Promise<DownloadError> {
   let status = response.status === 412 ? 412 : response.status === 401 || response.status === 403 || response.status === 404 || response.status === 400 ? response.status : 502;
   if (code === "UUID_INVALID" || code === "HANDLE_INVALID") {
     status = 404;
-    if (params[0] === "VM") message = `There is no VM with the UUID ${params[1] ?? ""}: it may have been destroyed.`;
+    if (params[0] === "VM" || params[0] === "VDI") message = `There is no ${params[0]} with the UUID ${params[1] ?? ""}: it may have been destroyed.`;
   }
   if (status === 401) message = "The toolstack session has ended: log in to the console again.";
   return new DownloadError(status, message, known ? code : undefined);
 }
 
-export interface ExportRequest {
+export interface ExportRequest extends ExportKind {
   /** The toolstack session (never sent to the browser). */
   session: string;
+  /** The VM's uuid, or for a disk format the VDI's. */
   vmUuid: string;
-  compression: Compression;
   /** A task to run the export in (made beforehand, so its progress can be followed). */
   task?: string;
 }
 
+/** The toolstack resource of an export: /export of a VM (XVA, or Hangar's OVA), /export_raw_vdi of a VDI. */
 function exportUrl(request: ExportRequest, extra: Record<string, string>): URL {
-  return resourceUrl(toolstackUrl(), request.session, "export", { uuid: request.vmUuid, use_compression: request.compression === "none" ? "false" : request.compression, ...extra });
+  const { session, vmUuid: uuid, format } = request;
+  if (format === "xva") return resourceUrl(toolstackUrl(), session, "export", { uuid, use_compression: request.compression === "none" ? "false" : request.compression, ...extra });
+  if (format === "ova") return resourceUrl(toolstackUrl(), session, "export", { uuid, format, ...extra });
+  return resourceUrl(toolstackUrl(), session, "export_raw_vdi", { vdi: uuid, format, base: request.base ?? undefined, ...extra });
 }
 
 /** Blocks per running export (1 MiB each): what may wait for the disk, and the recent bytes downloads copy. */
@@ -276,7 +280,9 @@ export async function startExport(request: ExportRequest): Promise<ExportJob> {
     etag,
     vmUuid: request.vmUuid,
     compression: request.compression,
-    disposition: response.header("content-disposition") ?? `attachment; filename="${request.vmUuid}.xva"`,
+    format: request.format,
+    base: request.base,
+    disposition: response.header("content-disposition") ?? `attachment; filename="${request.vmUuid}.${request.format}"`,
     task: request.task,
     created: Date.now(),
     size: null,
@@ -308,7 +314,7 @@ export async function continueExport(session: string, meta: SpoolMeta, from: num
   const running = runningJob(meta.id);
   if (running !== undefined) return running;
   await checkSpace();
-  const { response, pool } = await askToolstack(exportUrl({ session, vmUuid: meta.vmUuid, compression: meta.compression }, { offset: String(from), etag: meta.etag }));
+  const { response, pool } = await askToolstack(exportUrl({ session, vmUuid: meta.vmUuid, compression: meta.compression, format: meta.format, base: meta.base }, { offset: String(from), etag: meta.etag }));
   if (!ok(response)) {
     const error = await refusal(response);
     if (error.status === 412) await removeSpool(meta.id);

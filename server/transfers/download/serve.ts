@@ -1,18 +1,19 @@
-// GET /api/download/vm/<vm uuid>.xva?compression=none|gzip|zstd[&task=<ref>]: a VM export, downloaded through
-// the console. A plain GET starts the export (in the Export dialog's task when `task` is given) and streams it
-// as it is produced, through its spool; `Range: bytes=N-` (with `If-Range` when the client has it, as
-// browsers do) is served from the spool of that export — the one the ETag names, else the one the URL's task
-// made, else the latest of that VM and compression — once its length is known, so the 206 carries a real
-// Content-Range. A spool that is not complete (its producer broke, or the console restarted) is continued
-// from the toolstack with `offset` + `etag`; a VM changed since gets the whole new export (200).
+// GET /api/download/vm/<vm uuid>.xva?compression=none|gzip|zstd[&task=<ref>] (a VM as an XVA), …/vm/<uuid>.ova (as
+// an OVA), and /api/download/vdi/<vdi uuid>.raw|vhd|qcow2|vmdk[?base=<vdi uuid>] (a disk, or its changes since
+// a snapshot of it): exports downloaded through the console. A plain GET starts the export (in the dialog's task
+// when `task` is given) and streams it as it is produced, through its spool; `Range: bytes=N-` (with `If-Range`
+// when the client has it, as browsers do) is served from the spool of that export — the one the ETag names, else
+// the one the URL's task made, else the latest of that subject and kind — once its length is known, so the 206
+// carries a real Content-Range. A spool that is not complete (its producer broke, or the console restarted) is
+// continued from the toolstack with `offset` + `etag`; a subject changed since gets the whole new export (200).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { z } from "zod";
 import { isSessionValid, sessionFromHeaders } from "../../auth/session.ts";
 import { webHeaders } from "../../web-headers.ts";
-import { etagDate } from "../../xenapi/export-etag.ts";
+import { anyEtagDate } from "../../xenapi/export-etag.ts";
 import { alignedBuffers, DIRECT_ALIGN, SpoolReader } from "../block-spool.ts";
 import { addReader, continueExport, DownloadError, type ExportJob, type LiveReader, OWN_BYTES, runningJob, type SpoolPiece, startExport } from "./producer.ts";
-import { archivePath, type Compression, listSpools, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
+import { archivePath, type ExportKind, listSpools, sameKind, type SpoolEntry, type SpoolMeta, touchSpool, ZCompression } from "./spool.ts";
 
 /** Bytes per read of the spool: large reads, few syscalls. */
 const CHUNK = 1024 * 1024;
@@ -20,7 +21,15 @@ const ZUuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}
 const ZQuery = z.object({
   compression: ZCompression.default("none"),
   task: z.string().regex(/^OpaqueRef:[\w-]+$/, "not a task reference").optional(),
+  base: ZUuid.optional(),
 });
+
+/** What is downloaded from each route: its subject, and the file names it answers to. */
+export type DownloadSubject = "vm" | "vdi";
+const FILES: Record<DownloadSubject, { form: RegExp; address: string }> = {
+  vm: { form: /^(.+)\.(xva|ova)$/i, address: "/api/download/vm/<VM UUID>.xva or .ova" },
+  vdi: { form: /^(.+)\.(raw|vhd|qcow2|vmdk)$/i, address: "/api/download/vdi/<VDI UUID>.raw, .vhd, .qcow2 or .vmdk" },
+};
 
 /** What the route answers: a status, headers, and a body (text, or a stream of the spool). */
 interface Answer {
@@ -46,7 +55,7 @@ export function parseRange(header: string | null): { start: number; end: number 
 }
 
 function representationHeaders(meta: SpoolMeta, task: string | undefined): Record<string, string> {
-  const date = etagDate(meta.etag, "hx1");
+  const date = anyEtagDate(meta.etag);
   return {
     "content-type": "application/octet-stream",
     "content-disposition": meta.disposition,
@@ -154,18 +163,18 @@ async function sendSpool(range: SpoolRange, response: ServerResponse): Promise<v
   }
 }
 
-/** The spool a Range request continues: the one its If-Range names, else its task's, else the latest of the VM. */
-async function findSpool(vmUuid: string, compression: Compression, ifRange: string | null, task: string | undefined): Promise<SpoolEntry | undefined> {
-  const spools = (await listSpools()).filter((entry) => entry.meta.vmUuid.toLowerCase() === vmUuid.toLowerCase());
+/** The spool a Range request continues: the one its If-Range names, else its task's, else the latest of that subject and kind. */
+async function findSpool(uuid: string, kind: ExportKind, ifRange: string | null, task: string | undefined): Promise<SpoolEntry | undefined> {
+  const spools = (await listSpools()).filter((entry) => entry.meta.vmUuid.toLowerCase() === uuid.toLowerCase());
   if (ifRange !== null) {
     const validator = ifRange.trim();
-    return spools.find((entry) => entry.meta.etag === validator || etagDate(entry.meta.etag, "hx1")?.toUTCString() === validator);
+    return spools.find((entry) => entry.meta.etag === validator || anyEtagDate(entry.meta.etag)?.toUTCString() === validator);
   }
   if (task !== undefined) {
     const mine = spools.find((entry) => entry.meta.task === task);
     if (mine !== undefined) return mine;
   }
-  return spools.filter((entry) => entry.meta.compression === compression).sort((a, b) => b.meta.created - a.meta.created)[0];
+  return spools.filter((entry) => sameKind(entry.meta, kind)).sort((a, b) => b.meta.created - a.meta.created)[0];
 }
 
 /** The whole export as it is produced (200, no length yet: chunked). */
@@ -203,18 +212,28 @@ async function completed(session: string, entry: SpoolEntry): Promise<{ meta: Sp
   return { meta: job.meta, size: job.written };
 }
 
-/** The route's answer: see the comment at the top. `file` is the last path segment (`<vm uuid>.xva`). */
-async function answer(method: string, url: URL, headers: Headers, file: string): Promise<Answer> {
+/** The route's answer: see the comment at the top. `file` is the last path segment (`<uuid>.<format>`). */
+async function answer(method: string, url: URL, headers: Headers, subject: DownloadSubject, file: string): Promise<Answer> {
   const session = sessionFromHeaders(headers);
   if (session === undefined) return textAnswer(401, "Log in to the console to download an export.");
-  const uuid = ZUuid.safeParse(decodeURIComponent(file).replace(/\.xva$/i, ""));
-  if (!uuid.success || !/\.xva$/i.test(file)) return textAnswer(404, `There is no export at ${file}: the address is /api/download/vm/<VM UUID>.xva.`);
+  let name: string;
+  try {
+    name = decodeURIComponent(file);
+  } catch {
+    name = "";
+  }
+  const match = FILES[subject].form.exec(name);
+  const uuid = ZUuid.safeParse(match?.[1] ?? "");
+  if (match === null || !uuid.success) return textAnswer(404, `There is no export at ${file}: the address is ${FILES[subject].address}.`);
   const query = ZQuery.safeParse(Object.fromEntries(url.searchParams));
   if (!query.success) {
     const issue = query.error.issues[0]!;
-    return textAnswer(400, `Bad ${issue.path.join(".")}: ${issue.path[0] === "compression" ? "use none, gzip or zstd" : issue.message}.`);
+    return textAnswer(400, `Bad ${issue.path.join(".")}: ${issue.path[0] === "compression" ? "use none, gzip or zstd" : issue.path[0] === "base" ? "the base is a VDI's UUID" : issue.message}.`);
   }
-  const { compression, task } = query.data;
+  const { task } = query.data;
+  const format = match[2]!.toLowerCase() as ExportKind["format"];
+  // Only an XVA is compressed; only a disk has a base.
+  const kind: ExportKind = { format, compression: format === "xva" ? query.data.compression : "none", base: subject === "vdi" ? (query.data.base?.toLowerCase() ?? null) : null };
   const vmUuid = uuid.data.toLowerCase();
   if (method === "HEAD") return { status: 200, headers: { "content-type": "application/octet-stream", "accept-ranges": "bytes", "cache-control": "no-store" }, body: null };
   // A spool (complete, or being written by another download) is served without the toolstack: it is asked first
@@ -225,7 +244,7 @@ async function answer(method: string, url: URL, headers: Headers, file: string):
   const ifRange = headers.get("if-range");
   try {
     if (range !== undefined && range !== null) {
-      const entry = await findSpool(vmUuid, compression, ifRange, task);
+      const entry = await findSpool(vmUuid, kind, ifRange, task);
       if (entry !== undefined) {
         const done = await completed(session.session, entry);
         if (done !== undefined) {
@@ -248,11 +267,11 @@ async function answer(method: string, url: URL, headers: Headers, file: string):
     }
     let job: ExportJob;
     try {
-      job = await startExport({ session: session.session, vmUuid, compression, task });
+      job = await startExport({ session: session.session, vmUuid, ...kind, task });
     } catch (error) {
       // The dialog's task already used (a retry after the spool went): run in a task of the toolstack's own.
-      if (!(error instanceof DownloadError && task !== undefined && (error.code === "OPERATION_NOT_ALLOWED" || (error.code === "HANDLE_INVALID" && !error.message.includes("VM"))))) throw error;
-      job = await startExport({ session: session.session, vmUuid, compression });
+      if (!(error instanceof DownloadError && task !== undefined && (error.code === "OPERATION_NOT_ALLOWED" || (error.code === "HANDLE_INVALID" && !/\b(VM|VDI)\b/.test(error.message))))) throw error;
+      job = await startExport({ session: session.session, vmUuid, ...kind });
     }
     return streaming(job);
   } catch (error) {
@@ -265,7 +284,7 @@ async function answer(method: string, url: URL, headers: Headers, file: string):
  * The route on Node's own request and response (a Pages API route): the headers go out as given — Content-Length
  * included, which App Router handlers drop — and the spool is piped with the socket's backpressure.
  */
-export async function serveExportDownload(request: IncomingMessage, response: ServerResponse, file: string): Promise<void> {
+export async function serveExportDownload(request: IncomingMessage, response: ServerResponse, subject: DownloadSubject, file: string): Promise<void> {
   const headers = webHeaders(request);
   const method = request.method ?? "GET";
   if (method !== "GET" && method !== "HEAD") {
@@ -273,7 +292,7 @@ export async function serveExportDownload(request: IncomingMessage, response: Se
     response.writeHead(refused.status, refused.headers).end(refused.body);
     return;
   }
-  const reply = await answer(method, new URL(request.url ?? "/", "http://console"), headers, file);
+  const reply = await answer(method, new URL(request.url ?? "/", "http://console"), headers, subject, file);
   response.writeHead(reply.status, reply.headers);
   if (reply.body === null || typeof reply.body === "string") {
     response.end(reply.body ?? undefined);

@@ -14,12 +14,32 @@ import { transferMinFreeBytes, transferRetentionMs } from "../settings.ts";
 export const ZCompression = z.enum(["none", "gzip", "zstd"]);
 export type Compression = z.infer<typeof ZCompression>;
 
+/** What an export is: a VM as an XVA or an OVA; a VDI in a disk format. */
+export const ZExportFormat = z.enum(["xva", "ova", "raw", "vhd", "qcow2", "vmdk"]);
+export type ExportFormat = z.infer<typeof ZExportFormat>;
+export const DISK_FORMATS: readonly ExportFormat[] = ["raw", "vhd", "qcow2", "vmdk"];
+
+/** Which export of a subject a spool holds: its format, an XVA's compression, a disk delta's base. */
+export interface ExportKind {
+  format: ExportFormat;
+  compression: Compression;
+  /** A disk delta's base (a VDI uuid), or null for the whole disk. */
+  base: string | null;
+}
+
+export function sameKind(a: ExportKind, b: ExportKind): boolean {
+  return a.format === b.format && a.compression === b.compression && a.base === b.base;
+}
+
 export const ZSpoolMeta = z.object({
   id: z.string(),
   /** The toolstack's ETag of this export: names exactly these bytes (it carries the export's date). */
   etag: z.string(),
+  /** The uuid of what is exported: the VM's, or for a disk format the VDI's. */
   vmUuid: z.string(),
   compression: ZCompression,
+  format: ZExportFormat.default("xva"),
+  base: z.string().nullable().default(null),
   /** Content-Disposition the toolstack gave (the VM's name). */
   disposition: z.string(),
   /** The task the export first ran in (the Export dialog's), so its URL names this export. */
@@ -28,7 +48,7 @@ export const ZSpoolMeta = z.object({
   /** Bytes of the whole export; null while it is not complete. */
   size: z.number().int().nonnegative().nullable(),
 });
-export type SpoolMeta = z.infer<typeof ZSpoolMeta>;
+export type SpoolMeta = z.output<typeof ZSpoolMeta>;
 
 
 /** `<data dir>/transfers/exports`. */

@@ -8,11 +8,11 @@ import { collect, http, MiB, patternBlock, type TestDisk, testXva } from "../../
 import { parseXmlRpcValue } from "../../xenapi/xml-rpc.ts";
 import { serveExportDownload } from "./serve.ts";
 
-/** serveExportDownload (as the Pages API route runs it) on a port of 127.0.0.1 at /api/download/vm/<file>. */
+/** serveExportDownload (as the Pages API route runs it) on a port of 127.0.0.1 at /api/download/vm|vdi/<file>; the VM route's URL. */
 export async function serveDownloads(): Promise<{ url: string; close: () => Promise<void> }> {
   const server: Server = createServer((req, res) => {
-    const file = decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname.split("/").pop() ?? "");
-    serveExportDownload(req, res, file).catch((error: unknown) => {
+    const [subject, file] = new URL(req.url ?? "/", "http://x").pathname.split("/").slice(3);
+    serveExportDownload(req, res, subject === "vdi" ? "vdi" : "vm", decodeURIComponent(file ?? "")).catch((error: unknown) => {
       // The route answers every failure itself: one that escapes is a bug the test should show.
       process.stderr.write(`serveExportDownload threw: ${(error as Error).stack ?? String(error)}\n`);
       res.destroy();
