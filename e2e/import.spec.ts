@@ -97,7 +97,7 @@ test("a file that is no XVA is rejected with a message and leaves nothing behind
   const text = test.info().outputPath("notes.txt");
   await writeFile(text, "notes");
   await dropFile(page, text);
-  await expect(page.getByRole("alert").filter({ hasText: "notes.txt: not a VM archive" })).toBeVisible();
+  await expect(page.getByRole("alert").filter({ hasText: "notes.txt: not a file the console imports" })).toBeVisible();
 });
 
 test("import from URL: an address the console must not fetch from is refused in words", async ({ page }) => {

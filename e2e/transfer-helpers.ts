@@ -29,20 +29,21 @@ export async function writeArchive(name: string, vmName: string, d: TestDisk): P
   return file;
 }
 
-/** Drops `file` on the drop zone: the File comes from a scratch input, the drop is a real DragEvent with a DataTransfer. */
-export async function dropFile(page: Page, file: string): Promise<void> {
+/** Drops `file` (or several together) on the drop zone: the Files come from a scratch input, the drop is a real DragEvent with a DataTransfer. */
+export async function dropFile(page: Page, file: string | string[]): Promise<void> {
   await page.evaluate(() => {
     document.getElementById("e2e-scratch-file")?.remove();
     const input = document.createElement("input");
     input.type = "file";
     input.id = "e2e-scratch-file";
     input.hidden = true;
+    input.multiple = true;
     document.body.append(input);
   });
   await page.setInputFiles("#e2e-scratch-file", file);
   const dataTransfer = await page.evaluateHandle(() => {
     const transfer = new DataTransfer();
-    transfer.items.add((document.getElementById("e2e-scratch-file") as HTMLInputElement).files![0]!);
+    for (const dropped of (document.getElementById("e2e-scratch-file") as HTMLInputElement).files!) transfer.items.add(dropped);
     return transfer;
   });
   const zone = page.getByRole("group", { name: "Drop VM files here" });

@@ -27,7 +27,7 @@ export function VmList() {
       {list.data.vms.length === 0 ? (
         <Panel
           title="No VMs yet"
-          description="Drop an .xva above to import a VM. A VM created through XenAPI appears here within 5 seconds."
+          description="Drop an .xva, an .ova or a disk image above to import a VM. A VM created through XenAPI appears here within 5 seconds."
         />
       ) : (
         <>
