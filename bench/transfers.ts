@@ -1,7 +1,8 @@
 // The transfers suite (`npm run bench -- transfers`): VM export downloaded through the console against curl
 // of the toolstack's /export (target ≥ 0.9×), and a VM archive uploaded from Chromium through the console
 // against curl -T to /import (target ≥ 0.7×, its tail after the last byte ≤ 10% of the upload), with the
-// console's RSS. The toolstack and the console's production build run in processes of their own over a data
+// console's RSS; and an OVA (a VMDK converted as it arrives) the same way, against `hangar vm-import` of the file
+// (its tail ≤ 10% of the upload). The toolstack and the console's production build run in processes of their own over a data
 // dir of the run. HANGAR_BENCH_SCALE scales the 2 GiB disk; HANGAR_BENCH_RUNS the runs (default 3).
 import { join } from "node:path";
 import { startConsole } from "./console/console-service.ts";
@@ -9,6 +10,7 @@ import { GiB, positiveEnv } from "./measure.ts";
 import { renderTable, type Row, unavailableRow } from "./table.ts";
 import { startBenchService } from "./toolstack/service.ts";
 import { benchExportDownload } from "./transfers/export.ts";
+import { benchOvaUpload } from "./transfers/ova-upload.ts";
 import { benchUploadImport } from "./transfers/upload.ts";
 import { openWorkspace } from "./workspace.ts";
 
@@ -37,6 +39,13 @@ export async function run(): Promise<void> {
       } catch (error) {
         process.stderr.write(`[bench transfers] upload import failed: ${(error as Error).stack}\n`);
         rows.push({ ...unavailableRow("VM import uploaded from Chromium through the console", "≥ 0.7×", (error as Error).message), ours: "FAILED" });
+      }
+      process.stderr.write("[bench transfers] OVA upload import...\n");
+      try {
+        rows.push(...(await benchOvaUpload(service, site, size, runs, scratch.disk)));
+      } catch (error) {
+        process.stderr.write(`[bench transfers] OVA upload import failed: ${(error as Error).stack}\n`);
+        rows.push({ ...unavailableRow("OVA import uploaded from Chromium through the console", "≤ 10% tail", (error as Error).message), ours: "FAILED" });
       }
     });
   } finally {

@@ -12,7 +12,8 @@ import { chromium, type Browser } from "@playwright/test";
 import { z } from "zod";
 import { SESSION_COOKIE } from "../../server/auth/session.ts";
 import { testXva } from "../../server/toolstack/transfer/testing.ts";
-import { isFinished, taskResult, zTaskRecord, type TaskRecord } from "../../server/xenapi/client.ts";
+import { taskOutcome } from "../../server/transfers/upload/outcome.ts";
+import { isFinished, zTaskRecord, type TaskRecord } from "../../server/xenapi/client.ts";
 import type { ConsoleService } from "../console/console-service.ts";
 import { formatSize, MiB, megabytesPerSecond, perGiB, spread, summarise } from "../measure.ts";
 import { endedChildrenCpuSeconds, runCommand } from "../processes.ts";
@@ -42,7 +43,7 @@ interface Cpu {
   client: number;
 }
 
-interface Transfer {
+export interface Transfer {
   /** Start → the import task's success, and start → the last byte acknowledged (curl: its exit). */
   seconds: number;
   uploadSeconds: number;
@@ -53,7 +54,7 @@ interface Transfer {
 }
 
 /** Starts counting CPU; the function returned says what each party spent since. The client is Chromium's tree for a browser upload, the bench's reaped children (curl) for the baseline. */
-function meterCpu(service: BenchService, site: ConsoleService, chromiumPid: number): (client: "browser" | "curl") => Cpu {
+export function meterCpu(service: BenchService, site: ConsoleService, chromiumPid: number): (client: "browser" | "curl") => Cpu {
   const read = () => {
     const toolstack = service.cpu();
     return { toolstack: toolstack.own + toolstack.plugins, console: treeCpuSeconds(site.pid), chromium: treeCpuSeconds(chromiumPid), reaped: endedChildrenCpuSeconds() };
@@ -91,10 +92,11 @@ async function watchTask(service: BenchService, wanted: (task: TaskRecord) => bo
   };
 }
 
+/** The VMs an import task made (an XVA's result, or an OVA's {VM, VDIs, notes}). */
 function vmsOf(record: TaskRecord, label: string): string[] {
   if (record.status !== "success") throw new Error(`${label}: task ${record.status}: ${record.error_info.join(" ")}`);
-  const result = taskResult(record);
-  return Array.isArray(result) ? result.map(String) : typeof result === "string" ? [result] : [];
+  const outcome = taskOutcome(record, undefined);
+  return outcome.kind === "done" ? outcome.vms : [];
 }
 
 /** curl -T of the file to /import in a task the bench makes first, timed to the task's success. */
@@ -118,7 +120,7 @@ async function curlImport(service: BenchService, site: ConsoleService, chromiumP
  * The file chosen on the VMs page of a fresh browser context (no earlier upload to resume) into `sr`, timed
  * from the choice to the import task's success. `onSample` runs every 100 ms meanwhile, given the seconds since the choice.
  */
-async function browserImport(browser: Browser, service: BenchService, site: ConsoleService, chromiumPid: number, file: string, bytes: number, sr: string, onSample: (seconds: number) => void): Promise<Transfer> {
+export async function browserImport(browser: Browser, service: BenchService, site: ConsoleService, chromiumPid: number, file: string, bytes: number, sr: string, onSample: (seconds: number) => void): Promise<Transfer> {
   const name = file.split("/").pop()!;
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   try {

@@ -103,13 +103,15 @@ export function ImportDropZone() {
   }
 
   async function add(list: FileList | File[]) {
+    // Copied before any wait: the picker's FileList empties when its input is cleared.
+    const files = [...list];
     setRefused(null);
     const into = await targetSr();
     if (into === null) {
       setRefused("There is no attached SR to import into.");
       return;
     }
-    const plan = await planUploads([...list]);
+    const plan = await planUploads(files);
     const refusals = plan.filter((p): p is Extract<Planned, { kind: "refused" }> => p.kind === "refused");
     if (refusals.length > 0) setRefused(refusals.map((r) => `${r.name}: ${r.reason}.`).join(" "));
     startUploads(plan.flatMap((p) => (p.kind === "upload" ? [{ file: p.file, note: p.note, diskOnly: false }] : [])), into);
