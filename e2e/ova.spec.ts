@@ -210,3 +210,51 @@ test("a VM exported as an OVA from its Export dialog: qemu-img reads its VMDK as
   expect({ name: described.name, vcpus: described.vcpus, memory: described.memory, firmware: described.firmware, drives: described.drives.map((d) => d.kind), nics: described.nics.map((n) => n.mac) }).toEqual({ name: vmName, vcpus: 2, memory: 768 * MiB, firmware: "uefi", drives: ["disk", "cd"], nics: ["00:50:56:12:34:56"] });
   await expect.poll(async () => (await xapi.call(z.array(z.string()), "VM.get_by_name_label", vmName)).length).toBe(1);
 });
+
+test("a volume downloaded from its menu on the SR page: VMDK read by qemu-img as the disk; the changes since its snapshot as a qcow2 delta over the snapshot's own download", async ({ page }) => {
+  test.setTimeout(120_000);
+  const xapi = await login();
+  const name = `e2e-dl-${Date.now().toString(36)}`;
+  const first = await rawDisk("dl-first", 8);
+  const pool = (await xapi.call(z.array(z.string()), "pool.get_all"))[0]!;
+  const sr = await xapi.call(z.string(), "pool.get_default_SR", pool);
+  const vdi = await xapi.call(z.string(), "VDI.create", { SR: sr, virtual_size: first.bytes.length, name_label: name, type: "user", sharable: false, read_only: false, other_config: {} });
+  const put = async (bytes: Buffer) => expect((await http(`${toolstackUrl}/import_raw_vdi?session_id=${xapi.session}&vdi=${vdi}&format=raw`, { method: "PUT", body: bytes, headers: { "content-length": String(bytes.length) } })).status).toBe(200);
+  await put(first.bytes);
+  const snapshot = await xapi.call(z.string(), "VDI.snapshot", vdi, {});
+  const snapshotUuid = await xapi.call(z.string(), "VDI.get_uuid", snapshot);
+  const second = Buffer.from(first.bytes);
+  randomBytes(MiB).copy(second, 3 * MiB);
+  const secondPath = test.info().outputPath("dl-second.raw");
+  await writeFile(secondPath, second);
+  await put(second);
+
+  const srUuid = await xapi.call(z.string(), "SR.get_uuid", sr);
+  await page.goto(`/storage/${srUuid}`);
+  const download = async (volume: string, format: RegExp, what: string) => {
+    await page.getByRole("button", { name: `Actions for ${volume}`, exact: true }).click();
+    await page.getByRole("menu", { name: `Actions for ${volume}`, exact: true }).getByRole("menuitem", { name: "Download…" }).click();
+    const dialog = page.getByRole("dialog", { name: `Download ${name}` });
+    await dialog.getByRole("combobox", { name: "Format" }).selectOption({ label: (await dialog.getByRole("option", { name: format }).textContent())! });
+    await dialog.getByRole("combobox", { name: "What" }).selectOption({ label: (await dialog.getByRole("option", { name: what }).textContent())! });
+    const downloading = page.waitForEvent("download");
+    await dialog.getByRole("button", { name: "Download" }).click();
+    const file = await downloading;
+    const saved = test.info().outputPath(file.suggestedFilename());
+    await file.saveAs(saved);
+    await expect(dialog.getByRole("progressbar")).toHaveAttribute("aria-valuenow", "100", { timeout: 60_000 });
+    await dialog.getByRole("button", { name: "Close" }).click();
+    return { saved, suggested: file.suggestedFilename() };
+  };
+  const whole = await download(name, /^VMDK/, "The whole disk");
+  expect(whole.suggested).toBe(`${name}.vmdk`);
+  expect(execFileSync("qemu-img", ["compare", "-f", "vmdk", "-F", "raw", whole.saved, secondPath]).toString()).toMatch(/Images are identical/);
+  // The snapshot's own download, saved under the name the delta's backing file gives it.
+  const base = await download(`${name} (snapshot)`, /^qcow2/, "The whole disk");
+  const baseFile = test.info().outputPath(`${snapshotUuid}.qcow2`);
+  execFileSync("cp", [base.saved, baseFile]);
+  const delta = await download(name, /^qcow2/, `Changes since ${name}`);
+  expect(delta.suggested).toMatch(new RegExp(`^${name}-since-.*\\.qcow2$`));
+  expect(execFileSync("qemu-img", ["info", "--output=json", delta.saved]).toString()).toContain(`${snapshotUuid}.qcow2`);
+  expect(execFileSync("qemu-img", ["compare", "-f", "qcow2", "-F", "raw", delta.saved, secondPath], { cwd: test.info().outputDir }).toString()).toMatch(/Images are identical/);
+});

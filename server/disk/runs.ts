@@ -38,3 +38,36 @@ export class ZeroRuns {
     this.#from = this.#to = 0;
   }
 }
+
+/**
+ * Runs with data smaller than a piece (64 KiB VMDK grains and qcow2 clusters) that follow each other on the disk,
+ * copied together into pieces: one write of 1 MiB to the datapath instead of sixteen (the import of a VMDK of
+ * grains wrote at 90 MB/s through 64 KiB NBD writes; the datapath's round trips, not the data, were the cost).
+ */
+export async function* coalesced(runs: AsyncIterable<DiskRun>): AsyncGenerator<DiskRun> {
+  let piece: Buffer | undefined;
+  let start = 0;
+  let length = 0;
+  const flush = (): DiskRun => {
+    const run = { offset: start, data: piece!.subarray(0, length) };
+    piece = undefined;
+    length = 0;
+    return run;
+  };
+  for await (const run of runs) {
+    if (!("data" in run) || run.data.length >= PIECE) {
+      if (piece !== undefined) yield flush();
+      yield run;
+      continue;
+    }
+    if (piece !== undefined && (run.offset !== start + length || length + run.data.length > PIECE)) yield flush();
+    if (piece === undefined) {
+      piece = Buffer.allocUnsafe(PIECE);
+      start = run.offset;
+    }
+    run.data.copy(piece, length);
+    length += run.data.length;
+    if (length === PIECE) yield flush();
+  }
+  if (piece !== undefined) yield flush();
+}

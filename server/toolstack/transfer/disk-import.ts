@@ -23,6 +23,7 @@ import { XenApiError } from "../../xenapi/errors.ts";
 import { asImportError, importError } from "./import.ts";
 import { TransferState } from "./transfer-state.ts";
 import { openVolume, writeDiskRuns } from "./volume-io.ts";
+import { coalesced } from "../../disk/runs.ts";
 
 /** The formats /import_raw_vdi reads (`format=`, case-insensitive). */
 export const DISK_IMPORT_FORMATS = ["raw", "vhd", "qcow2", "vmdk", "vhdx", "tar"] as const;
@@ -116,7 +117,7 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
     const target = vdi!;
     const volume = await openVolume(ts, target.sr, target.key, "rw", (attachment) => state.addAttachment(attachment));
     try {
-      await writeDiskRuns(volume.client, image.runs, {
+      await writeDiskRuns(volume.client, coalesced(image.runs), {
         zeroed: given === undefined,
         onRun: (end, length) => {
           control.signal.throwIfAborted();
