@@ -191,6 +191,9 @@ test("a VM exported as an OVA from its Export dialog: qemu-img reads its VMDK as
   const dialog = page.getByRole("dialog", { name: `Export ${vmName}` });
   await dialog.getByRole("radio", { name: /^OVA/ }).check();
   await expect(dialog.getByRole("radio", { name: /zstd/ })).toHaveCount(0);
+  await page.setViewportSize({ width: 360, height: 800 });
+  await page.screenshot({ path: test.info().outputPath("export-ova-360.png") });
+  await page.setViewportSize({ width: 1280, height: 900 });
   const downloading = page.waitForEvent("download");
   await dialog.getByRole("button", { name: "Download" }).click();
   const download = await downloading;
@@ -237,6 +240,9 @@ test("a volume downloaded from its menu on the SR page: VMDK read by qemu-img as
     const dialog = page.getByRole("dialog", { name: `Download ${name}` });
     await dialog.getByRole("combobox", { name: "Format" }).selectOption({ label: (await dialog.getByRole("option", { name: format }).textContent())! });
     await dialog.getByRole("combobox", { name: "What" }).selectOption({ label: (await dialog.getByRole("option", { name: what }).textContent())! });
+    await page.emulateMedia({ colorScheme: "dark" });
+    await page.screenshot({ path: test.info().outputPath(`download-${format.source.replace(/\W/g, "")}-${what.split(" ")[0]}.png`) });
+    await page.emulateMedia({ colorScheme: "light" });
     const downloading = page.waitForEvent("download");
     await dialog.getByRole("button", { name: "Download" }).click();
     const file = await downloading;
@@ -246,15 +252,15 @@ test("a volume downloaded from its menu on the SR page: VMDK read by qemu-img as
     await dialog.getByRole("button", { name: "Close" }).click();
     return { saved, suggested: file.suggestedFilename() };
   };
+  const vdiUuid = await xapi.call(z.string(), "VDI.get_uuid", vdi);
   const whole = await download(name, /^VMDK/, "The whole disk");
-  expect(whole.suggested).toBe(`${name}.vmdk`);
+  expect(whole.suggested).toBe(`${vdiUuid}.vmdk`);
   expect(execFileSync("qemu-img", ["compare", "-f", "vmdk", "-F", "raw", whole.saved, secondPath]).toString()).toMatch(/Images are identical/);
-  // The snapshot's own download, saved under the name the delta's backing file gives it.
+  // The snapshot's own download: saved as `<its uuid>.qcow2`, the name the delta's backing file gives it.
   const base = await download(`${name} (snapshot)`, /^qcow2/, "The whole disk");
-  const baseFile = test.info().outputPath(`${snapshotUuid}.qcow2`);
-  execFileSync("cp", [base.saved, baseFile]);
+  expect(base.suggested).toBe(`${snapshotUuid}.qcow2`);
   const delta = await download(name, /^qcow2/, `Changes since ${name}`);
-  expect(delta.suggested).toMatch(new RegExp(`^${name}-since-.*\\.qcow2$`));
+  expect(delta.suggested).toBe(`${vdiUuid}.qcow2`);
   expect(execFileSync("qemu-img", ["info", "--output=json", delta.saved]).toString()).toContain(`${snapshotUuid}.qcow2`);
   expect(execFileSync("qemu-img", ["compare", "-f", "qcow2", "-F", "raw", delta.saved, secondPath], { cwd: test.info().outputDir }).toString()).toMatch(/Images are identical/);
 });

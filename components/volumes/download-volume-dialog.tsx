@@ -56,7 +56,7 @@ export function DownloadVolumeDialog({ volume, srRef, onClose }: VolumeActionDia
               </select>
             )}
           </Field>
-          <Field label="What" hint={bases.length === 0 ? "A delta needs a snapshot of this disk: there is none on this SR." : "A delta holds only the blocks that changed: apply it over that snapshot's own download."}>
+          <Field label="What" hint={bases.length === 0 ? "A delta needs a snapshot of this disk: there is none on this SR." : "A delta holds only the blocks that changed; it names its base by the file that snapshot's own download is saved as (<uuid>.<format>)."}>
             {(id, describedBy) => (
               <select id={id} aria-describedby={describedBy} className={selectClasses} value={base} onChange={(e) => setBase(e.target.value)}>
                 <option value="">The whole disk</option>

@@ -219,6 +219,20 @@ describe("importOva", () => {
   });
 });
 
+test("what an earlier attempt of the same import left (a console gone mid-import) is removed before it starts again", async () => {
+  const { VmBuilder } = await import("./vm-builder.ts");
+  const before = await counts();
+  const left = new VmBuilder(xapi, "restarted-import");
+  await left.createVm({ name: "half made", description: "", memory: 256 * MiB, vcpus: 1, firmware: "bios", secureBoot: false }, {});
+  await left.attachDisk(await left.createVdi(sr, MiB, "half written", ""), 0, true);
+  assert.deepEqual(await counts(), { vms: before.vms + 1, vdis: before.vdis + 1 });
+  const qcow2 = qemuImage(dir, disk2, "again", "qcow2");
+  const again = await importDiskImage(target({ mark: "restarted-import" }), bufferSource("again.qcow2", qcow2), { vm: true });
+  assert.deepEqual(await counts(), { vms: before.vms + 1, vdis: before.vdis + 1 });
+  assert.equal((await xapi.call(z.array(z.string()), "VM.get_by_name_label", "half made")).length, 0);
+  assert.ok(again.vm !== null);
+});
+
 describe("importDiskImage", () => {
   test("a qcow2 becomes a VM that boots it, or a disk alone; a name that lies about the format is said", async () => {
     const qcow2 = qemuImage(dir, disk1, "cloud", "qcow2");

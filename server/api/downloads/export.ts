@@ -34,8 +34,8 @@ export async function startDiskExport(xapi: XenApiClient, input: { vdiUuid: stri
   const since = base === undefined ? "" : ` since ${base.name_label || base.uuid}`;
   const task = await xapi.call(z.string(), "task.create", `Export of VDI${since === "" ? "" : " changes"}: ${vdi.name_label}`, `Downloaded through the console as ${input.format}${since}`);
   const query = new URLSearchParams({ task, ...(base === undefined ? {} : { base: base.uuid }) });
-  const suffix = base === undefined ? "" : `-since-${safeName(base.name_label || base.uuid)}`;
-  return { task, url: `/api/download/vdi/${vdi.uuid}.${input.format}?${query}`, fileName: `${safeName(vdi.name_label || vdi.uuid)}${suffix}.${input.format}` };
+  // Named by uuid, as xapi names it: a delta names its base's file `<base uuid>.<format>`, the base's own download.
+  return { task, url: `/api/download/vdi/${vdi.uuid}.${input.format}?${query}`, fileName: `${vdi.uuid}.${input.format}` };
 }
 
 export async function exportProgress(xapi: XenApiClient, task: string, now = Date.now()): Promise<TExportProgressResponse> {

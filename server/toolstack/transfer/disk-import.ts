@@ -22,8 +22,9 @@ import { announceChanges, type LocatedVdi, markOperation, vdiRecord } from "../v
 import { XenApiError } from "../../xenapi/errors.ts";
 import { asImportError, importError } from "./import.ts";
 import { TransferState } from "./transfer-state.ts";
-import { openVolume, writeDiskRuns } from "./volume-io.ts";
-import { coalesced } from "../../disk/runs.ts";
+import { openVolume, WINDOW, writeDiskRuns } from "./volume-io.ts";
+import { coalesced, PIECE } from "../../disk/runs.ts";
+import { BufferPool } from "../../buffer-pool.ts";
 
 /** The formats /import_raw_vdi reads (`format=`, case-insensitive). */
 export const DISK_IMPORT_FORMATS = ["raw", "vhd", "qcow2", "vmdk", "vhdx", "tar"] as const;
@@ -117,8 +118,19 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
     const target = vdi!;
     const volume = await openVolume(ts, target.sr, target.key, "rw", (attachment) => state.addAttachment(attachment));
     try {
-      await writeDiskRuns(volume.client, coalesced(image.runs), {
+      // The pieces grains are gathered into, reused once written: a new 1 MiB buffer each is a full GC every few dozen.
+      const pieces = new BufferPool(2 * WINDOW * PIECE);
+      const ours = new WeakSet<ArrayBufferLike>();
+      const take = () => {
+        const piece = pieces.take(PIECE);
+        ours.add(piece.buffer);
+        return piece;
+      };
+      await writeDiskRuns(volume.client, coalesced(image.runs, take), {
         zeroed: given === undefined,
+        done: (data) => {
+          if (ours.has(data.buffer)) pieces.give(Buffer.from(data.buffer, 0, PIECE));
+        },
         onRun: (end, length) => {
           control.signal.throwIfAborted();
           written += length;

@@ -16,7 +16,7 @@ import type { Toolstack } from "../toolstack.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
 
 /** Blocks read ahead (or written behind) per disk: enough to keep the datapath busy while a block is sent. */
-const WINDOW = 16;
+export const WINDOW = 16;
 /** The most one WRITE_ZEROES asks for (its length is 32 bits). */
 const ZEROES_REQUEST = 1024 ** 3;
 /** Block status asked for this much at a time. */
