@@ -46,6 +46,7 @@ export const CONSOLE_PROCEDURES = {
   "tasks.copySources": "query",
   "tasks.startDataTask": "mutation",
   "downloads.startExport": "mutation",
+  "downloads.startDiskExport": "mutation",
   "downloads.exportProgress": "query",
   "transfers.uploads": "query",
   "transfers.importFromUrl": "mutation",

@@ -27,12 +27,35 @@ export type PackageKind = { kind: "ova" } | { kind: "xva" } | { kind: "ovf" } | 
 /** A name whose bytes carry no magic but is a disk all the same (a raw disk; a fixed VHD, whose footer is last). */
 export const HEADERLESS_DISK_NAME = /\.(raw|img|vhd)$/i;
 
+/** Bytes a caller reads to tell a package apart: a tar's first file may follow directory entries (`tar cf x .`). */
+export const PACKAGE_SNIFF_BYTES = 4096;
+
+const TAR_BLOCK = 512;
+
+/**
+ * The name of a tar's first file member in `head`: directory entries (`./`, which `tar cf x.ova .` puts first)
+ * have no data and are passed over; undefined when `head` ends first or a header is not a tar's.
+ */
+function firstTarFile(head: Uint8Array): string | undefined {
+  const text = (from: number, length: number) => new TextDecoder("latin1").decode(head.subarray(from, from + length)).replace(/\0.*$/s, "");
+  for (let at = 0; at + TAR_BLOCK <= head.length; at += TAR_BLOCK) {
+    if (!text(at + 257, 5).startsWith("ustar")) return undefined;
+    const prefix = text(at + 345, 155);
+    const name = `${prefix}${prefix === "" ? "" : "/"}${text(at, 100)}`.replace(/^(?:\.\/)+/, "");
+    const type = text(at + 156, 1);
+    if (type === "5" || name === "" || name === "." || name.endsWith("/")) continue;
+    return name;
+  }
+  return undefined;
+}
+
 /** What the first bytes of a file are (see the file's header); undefined when they do not say. */
 export function sniffPackage(head: Uint8Array): PackageKind | undefined {
   const format = sniffFormat(head);
   if (format === "tar") {
-    const name = new TextDecoder("latin1").decode(head.subarray(0, 100)).replace(/\0.*$/s, "").replace(/^(?:\.\/)+/, "");
-    return name === "ova.xml" || name === "ova.xml.gz" ? { kind: "xva" } : { kind: "ova" };
+    // An XVA starts with ova.xml (a legacy package may put directories before it); its blocks are Ref:N/…
+    const name = firstTarFile(head);
+    return name === undefined || name === "ova.xml" || name === "ova.xml.gz" || /^Ref:\d+\//.test(name) ? { kind: "xva" } : { kind: "ova" };
   }
   if (format === "gzip" || format === "zstd") return { kind: "xva" };
   if (format !== undefined) return { kind: "disk", format };

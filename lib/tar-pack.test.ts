@@ -36,3 +36,24 @@ test("a file of 8 GiB or more has its size in base-256, as GNU tar reads it; nam
   assert.throws(() => tarHeader({ name: `${"a".repeat(101)}.vmdk`, size: 1, mtime: 0 }), /longer than 100 bytes/);
   assert.throws(() => tarHeader({ name: "dir/a.vmdk", size: 1, mtime: 0 }), /with a \//);
 });
+
+test("a tar's kind from its first file, directory entries passed over: ova.xml or Ref:N/ an XVA, anything else an OVA", async () => {
+  const { PACKAGE_SNIFF_BYTES, sniffPackage } = await import("./file-kind.ts");
+  const { tarHeader } = await import("./tar-pack.ts");
+  const dir = (name: string) => {
+    const header = tarHeader({ name: "x", size: 0, mtime: 0 });
+    header.fill(0, 0, 100);
+    header.set(new TextEncoder().encode(name), 0);
+    header[156] = 0x35;
+    header.fill(0x20, 148, 156);
+    const sum = header.reduce((total, byte) => total + byte, 0);
+    header.set(new TextEncoder().encode(`${sum.toString(8).padStart(6, "0")}\0 `), 148);
+    return header;
+  };
+  const head = (...parts: Uint8Array[]) => Buffer.concat(parts).subarray(0, PACKAGE_SNIFF_BYTES);
+  assert.deepEqual(sniffPackage(head(tarHeader({ name: "vm.ovf", size: 10, mtime: 0 }))), { kind: "ova" });
+  assert.deepEqual(sniffPackage(head(dir("./"), tarHeader({ name: "vm.ovf", size: 10, mtime: 0 }))), { kind: "ova" });
+  assert.deepEqual(sniffPackage(head(tarHeader({ name: "ova.xml", size: 10, mtime: 0 }))), { kind: "xva" });
+  assert.deepEqual(sniffPackage(head(dir("./"), dir("xvda/"), tarHeader({ name: "ova.xml", size: 10, mtime: 0 }))), { kind: "xva" });
+  assert.deepEqual(sniffPackage(head(tarHeader({ name: "disk1.vmdk", size: 10, mtime: 0 }))), { kind: "ova" });
+});

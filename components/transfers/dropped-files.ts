@@ -2,7 +2,7 @@
 // mismatch said in words): XVAs and OVAs as they are; an OVF with the files dropped beside it packed as one OVA
 // (descriptor, manifest, then the rest), read only as it is sent; bare disk images set aside for the user to say
 // whether each becomes a VM or a disk alone; anything else refused, naming it.
-import { HEADERLESS_DISK_NAME, type PackageKind, SNIFF_BYTES, sniffPackage } from "@/lib/file-kind.ts";
+import { HEADERLESS_DISK_NAME, PACKAGE_SNIFF_BYTES, type PackageKind, sniffPackage } from "@/lib/file-kind.ts";
 import { tarBlob } from "@/lib/tar-pack.ts";
 import { type UploadFile, uploadFileOf } from "./upload-job.ts";
 
@@ -39,7 +39,7 @@ function mismatch(name: string, kind: PackageKind): string | null {
 }
 
 async function headOf(file: File): Promise<Uint8Array> {
-  return new Uint8Array(await file.slice(0, SNIFF_BYTES).arrayBuffer());
+  return new Uint8Array(await file.slice(0, PACKAGE_SNIFF_BYTES).arrayBuffer());
 }
 
 /** The plan for `files` (see the file's header). */

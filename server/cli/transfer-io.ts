@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { Readable, Transform } from "node:stream";
 import { formatDuration, formatSize, TransferMeter, transferBar, transferLine } from "./progress.ts";
 import { packLegacyDirectory } from "../xva/legacy.ts";
-import { SNIFF_BYTES, sniffFormat } from "../../lib/file-kind.ts";
+import { PACKAGE_SNIFF_BYTES, sniffFormat } from "../../lib/file-kind.ts";
 import type { TaskRecord, XenApiClient } from "../xenapi/client.ts";
 import { get, reasonOf, ResourceRefused, type ResourceTask, resourceUrl, type ResourceQuery } from "../xenapi/resource.ts";
 
@@ -152,7 +152,7 @@ export async function peekSource(given: string): Promise<{ head: Buffer; tail?: 
     const handle = await open(given, "r");
     try {
       const { size } = await handle.stat();
-      const head = Buffer.alloc(Math.min(SNIFF_BYTES, size));
+      const head = Buffer.alloc(Math.min(PACKAGE_SNIFF_BYTES, size));
       await handle.read(head, 0, head.length, 0);
       const tail = Buffer.alloc(size >= 1024 ? 512 : 0);
       await handle.read(tail, 0, tail.length, size - tail.length);
@@ -165,7 +165,7 @@ export async function peekSource(given: string): Promise<{ head: Buffer; tail?: 
   const chunks = source.stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   const head: Buffer[] = [];
   let length = 0;
-  while (length < SNIFF_BYTES) {
+  while (length < PACKAGE_SNIFF_BYTES) {
     const step = await chunks.next();
     if (step.done) break;
     head.push(step.value);

@@ -4,7 +4,7 @@
 // earlier attempt made (marked with the upload's id) goes first. How it ended, as an XVA attempt's outcome.
 import { Readable } from "node:stream";
 import { z } from "zod";
-import { HEADERLESS_DISK_NAME, type PackageKind, SNIFF_BYTES, sniffPackage } from "../../../lib/file-kind.ts";
+import { HEADERLESS_DISK_NAME, PACKAGE_SNIFF_BYTES, type PackageKind, sniffPackage } from "../../../lib/file-kind.ts";
 import { importDiskImage, importOva, PackageError, type PackageSource } from "../../ova/import.ts";
 import { ImportCancelled, runInTask } from "../../ova/in-task.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
@@ -16,7 +16,7 @@ import type { UploadState } from "./state.ts";
 /** What the upload's first bytes say it is: an OVA or a disk image is imported here; anything else by /import. */
 export async function uploadKind(state: UploadState, follower: SpoolFollower, signal: AbortSignal): Promise<PackageKind | undefined> {
   const chunks: Buffer[] = [];
-  for await (const chunk of follower.stream(signal, 0, Math.min(SNIFF_BYTES, state.length))) chunks.push(chunk);
+  for await (const chunk of follower.stream(signal, 0, Math.min(PACKAGE_SNIFF_BYTES, state.length))) chunks.push(chunk);
   const kind = sniffPackage(Buffer.concat(chunks));
   if (kind === undefined && HEADERLESS_DISK_NAME.test(state.fileName)) return { kind: "disk", format: "raw" };
   return kind?.kind === "xva" ? undefined : kind;
