@@ -14,6 +14,8 @@ import { toolstackPort } from "../playwright.config.ts";
 import { collect, http, MiB, patternBlock, testXva } from "../server/toolstack/transfer/testing.ts";
 import { XenApiClient } from "../server/xenapi/client.ts";
 import { CONSOLE_PROCEDURES, type ConsoleProcedure } from "./console-fuzz-procedures.ts";
+import { PACKAGE_SNIFF_BYTES } from "../lib/file-kind.ts";
+import { tarHeader } from "../lib/tar-pack.ts";
 import { applyEdit, editArbitrary, eventually, FUZZ_FULL, type FuzzBudget, fuzzConsole, headerText, type J, jsonText, listenerPid, mapStrings, mib, Raw, rssOf, toJ, weirdString, weirdValue } from "./console-fuzz.ts";
 import { E2E_PASSWORD, expect, logIn, anonymousTest as test } from "./fixtures.ts";
 import { spoolDir } from "./transfer-helpers.ts";
@@ -647,6 +649,11 @@ async function makeVictim(w: World): Promise<Victim> {
   const answer = await tusRequest("POST", "", { ...cookieHeader("session"), "tus-resumable": "1.0.0", "upload-length": String(4 * MiB), "upload-metadata": `filename ${b64(`fuzz-victim-${Date.now()}.xva`)},sr ${b64(w.sr.ref)}` });
   expect(answer.status, answer.text).toBe(201);
   const id = answer.headers.location!.split("/").pop()!;
+  // The start of an XVA (a tar whose first member is ova.xml): the console knows what it imports from its first
+  // 4 KiB, and its import then waits for the rest.
+  const head = Buffer.concat([tarHeader({ name: "ova.xml", size: 1024 * 1024, mtime: 0 }), Buffer.alloc(PACKAGE_SNIFF_BYTES - 512)]);
+  const sent = await tusRequest("PATCH", `/${id}`, { ...cookieHeader("session"), "tus-resumable": "1.0.0", "upload-offset": "0", "content-type": "application/offset+octet-stream" }, head);
+  expect(sent.status, sent.text).toBe(204);
   let task: string | null | undefined;
   await eventually(10_000, async () => {
     task = (await readFile(join(spoolDir(), `${id}.import-state`), "utf8").then((t) => JSON.parse(t) as { task: string | null }, () => undefined))?.task;
