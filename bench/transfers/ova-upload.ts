@@ -10,7 +10,6 @@ import { rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { chromium } from "@playwright/test";
 import { z } from "zod";
 import { tarHeader } from "../../lib/tar-pack.ts";
 import { writeOvf } from "../../server/ova/descriptor-writer.ts";
@@ -21,8 +20,7 @@ import { formatSize, MiB, megabytesPerSecond, perGiB, spread, summarise } from "
 import { runCommand } from "../processes.ts";
 import type { Row } from "../table.ts";
 import type { BenchService } from "../toolstack/service.ts";
-import { childrenNamed } from "./process-tree.ts";
-import { browserImport, meterCpu, type Transfer } from "./upload.ts";
+import { browserImport, destroyVms, meterCpu, type Transfer, withBenchChromium } from "./upload.ts";
 
 const TAIL_TARGET = 0.1;
 const TIMEOUT_MS = 30 * 60_000;
@@ -78,54 +76,52 @@ export async function benchOvaUpload(service: BenchService, site: ConsoleService
   process.stderr.write(`  writing the OVA of a ${formatSize(sizeBytes)} disk of random data (qemu-img's streamOptimized VMDK)...\n`);
   const bytes = await writeOva(file, sizeBytes);
   const warmBytes = await writeOva(warmFile, 16 * MiB);
-  const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
   try {
-    const [chromiumPid] = childrenNamed(process.pid, "chromium");
-    if (chromiumPid === undefined) throw new Error("Chromium's process was not found among the bench's children");
-    const destroy = (vms: string[]) => Promise.all(vms.map((vm) => service.client.call(z.unknown(), "VM.hangar_destroy", vm, false)));
-    await destroy((await browserImport(browser, service, site, chromiumPid, warmFile, warmBytes, sr, () => undefined)).vms);
-    await destroy((await cliImport(service, site, chromiumPid, warmFile, srUuid)).vms);
-    const ours: Transfer[] = [];
-    const baseline: Transfer[] = [];
-    for (let i = 0; i < runs; i++) {
-      process.stderr.write(`  run ${i + 1}/${runs}: hangar vm-import...\n`);
-      const base = await cliImport(service, site, chromiumPid, file, srUuid);
-      await destroy(base.vms);
-      baseline.push(base);
-      process.stderr.write(`  run ${i + 1}/${runs}: Chromium through the console...\n`);
-      const mine = await browserImport(browser, service, site, chromiumPid, file, bytes, sr, () => undefined);
-      await destroy(mine.vms);
-      ours.push(mine);
-      process.stderr.write(`  run ${i + 1}/${runs}: CLI ${base.seconds.toFixed(1)} s, ours ${mine.seconds.toFixed(1)} s (last byte at ${mine.uploadSeconds.toFixed(1)} s)\n`);
-    }
-    const rate = (t: Transfer) => megabytesPerSecond(bytes, t.seconds);
-    const oursRate = summarise(ours.map(rate));
-    const baseRate = summarise(baseline.map(rate));
-    const tail = (t: Transfer) => Math.max(0, t.seconds - t.uploadSeconds);
-    const share = summarise(ours.map((t) => tail(t) / t.uploadSeconds));
-    const cpu = (list: Transfer[], party: "console" | "toolstack" | "client") => perGiB(list.map((t) => t.cpu[party]), bytes);
-    return [
-      {
-        measure: `OVA import uploaded from Chromium through the console, ${formatSize(bytes)} OVA (a streamOptimized VMDK of ${formatSize(sizeBytes)} of random data), choice of the file → VM ready`,
-        ours: `${oursRate.median.toFixed(0)} MB/s (${summarise(ours.map((t) => t.seconds)).median.toFixed(1)} s)`,
-        baseline: `${baseRate.median.toFixed(0)} MB/s (${summarise(baseline.map((t) => t.seconds)).median.toFixed(1)} s) hangar vm-import of the file`,
-        ratio: oursRate.median / baseRate.median,
-        target: "—",
-        met: null,
-        note: `${runs} runs each, interleaved; MB/s ${spread(oursRate)} vs ${spread(baseRate)}; CPU s/GiB of the OVA: console ${cpu(ours, "console")}, Chromium ${cpu(ours, "client")}, toolstack ${cpu(ours, "toolstack")} (the CLI's run: toolstack ${cpu(baseline, "toolstack")}, the CLI ${cpu(baseline, "client")})`,
-      },
-      {
-        measure: "OVA: last uploaded byte → VM ready, share of the upload time",
-        ours: `${(share.median * 100).toFixed(1)}% (${summarise(ours.map(tail)).median.toFixed(2)} s after ${summarise(ours.map((t) => t.uploadSeconds)).median.toFixed(1)} s)`,
-        baseline: "—",
-        ratio: null,
-        target: `≤ ${TAIL_TARGET * 100}%`,
-        met: share.median <= TAIL_TARGET,
-        note: `VM ready: the import task's success (event.from), after the manifest's digests are checked; the page said "Imported" ${summarise(ours.map((t) => t.shownSeconds!)).median.toFixed(1)} s after the last byte (it polls every 1 s)`,
-      },
-    ];
+    return await withBenchChromium(async (browser, chromiumPid) => {
+      const destroy = (vms: string[]) => destroyVms(service, vms);
+      await destroy((await browserImport(browser, service, site, chromiumPid, warmFile, warmBytes, sr, () => undefined)).vms);
+      await destroy((await cliImport(service, site, chromiumPid, warmFile, srUuid)).vms);
+      const ours: Transfer[] = [];
+      const baseline: Transfer[] = [];
+      for (let i = 0; i < runs; i++) {
+        process.stderr.write(`  run ${i + 1}/${runs}: hangar vm-import...\n`);
+        const base = await cliImport(service, site, chromiumPid, file, srUuid);
+        await destroy(base.vms);
+        baseline.push(base);
+        process.stderr.write(`  run ${i + 1}/${runs}: Chromium through the console...\n`);
+        const mine = await browserImport(browser, service, site, chromiumPid, file, bytes, sr, () => undefined);
+        await destroy(mine.vms);
+        ours.push(mine);
+        process.stderr.write(`  run ${i + 1}/${runs}: CLI ${base.seconds.toFixed(1)} s, ours ${mine.seconds.toFixed(1)} s (last byte at ${mine.uploadSeconds.toFixed(1)} s)\n`);
+      }
+      const rate = (t: Transfer) => megabytesPerSecond(bytes, t.seconds);
+      const oursRate = summarise(ours.map(rate));
+      const baseRate = summarise(baseline.map(rate));
+      const tail = (t: Transfer) => Math.max(0, t.seconds - t.uploadSeconds);
+      const share = summarise(ours.map((t) => tail(t) / t.uploadSeconds));
+      const cpu = (list: Transfer[], party: "console" | "toolstack" | "client") => perGiB(list.map((t) => t.cpu[party]), bytes);
+      return [
+        {
+          measure: `OVA import uploaded from Chromium through the console, ${formatSize(bytes)} OVA (a streamOptimized VMDK of ${formatSize(sizeBytes)} of random data), choice of the file → VM ready`,
+          ours: `${oursRate.median.toFixed(0)} MB/s (${summarise(ours.map((t) => t.seconds)).median.toFixed(1)} s)`,
+          baseline: `${baseRate.median.toFixed(0)} MB/s (${summarise(baseline.map((t) => t.seconds)).median.toFixed(1)} s) hangar vm-import of the file`,
+          ratio: oursRate.median / baseRate.median,
+          target: "—",
+          met: null,
+          note: `${runs} runs each, interleaved; MB/s ${spread(oursRate)} vs ${spread(baseRate)}; CPU s/GiB of the OVA: console ${cpu(ours, "console")}, Chromium ${cpu(ours, "client")}, toolstack ${cpu(ours, "toolstack")} (the CLI's run: toolstack ${cpu(baseline, "toolstack")}, the CLI ${cpu(baseline, "client")})`,
+        },
+        {
+          measure: "OVA: last uploaded byte → VM ready, share of the upload time",
+          ours: `${(share.median * 100).toFixed(1)}% (${summarise(ours.map(tail)).median.toFixed(2)} s after ${summarise(ours.map((t) => t.uploadSeconds)).median.toFixed(1)} s)`,
+          baseline: "—",
+          ratio: null,
+          target: `≤ ${TAIL_TARGET * 100}%`,
+          met: share.median <= TAIL_TARGET,
+          note: `VM ready: the import task's success (event.from), after the manifest's digests are checked; the page said "Imported" ${summarise(ours.map((t) => t.shownSeconds!)).median.toFixed(1)} s after the last byte (it polls every 1 s)`,
+        },
+      ];
+    });
   } finally {
-    await browser.close();
     await rm(file, { force: true });
     await rm(warmFile, { force: true });
   }

@@ -175,11 +175,8 @@ export async function benchUploadImport(service: BenchService, site: ConsoleServ
   const bytes = await writeArchive(file, sizeBytes);
   const warmBytes = await writeArchive(warmFile, 16 * MiB);
 
-  const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
-  try {
-    const [chromiumPid] = childrenNamed(process.pid, "chromium");
-    if (chromiumPid === undefined) throw new Error("Chromium's process was not found among the bench's children");
-    const destroy = (vms: string[]) => Promise.all(vms.map((vm) => service.client.call(z.unknown(), "VM.hangar_destroy", vm, false)));
+  return withBenchChromium(async (browser, chromiumPid) => {
+    const destroy = (vms: string[]) => destroyVms(service, vms);
     // Warm-up: the routes' first loads, the page's first render.
     await destroy((await browserImport(browser, service, site, chromiumPid, warmFile, warmBytes, sr, () => undefined)).vms);
     await destroy((await curlImport(service, site, chromiumPid, warmFile, sr)).vms);
@@ -260,7 +257,22 @@ export async function benchUploadImport(service: BenchService, site: ConsoleServ
         note: `next start and its children (any plugin exec the console runs meanwhile would count), sampled every 100 ms (the peak: ${peakWhen}); Chromium's tree (RSS summed over its processes) peaked at ${(peakBrowserRss / MiB).toFixed(0)} MiB: Playwright hands it the file's path, the file is not held in memory`,
       },
     ];
+  });
+}
+
+/** Debian's Chromium launched for a bench, with its process id (its CPU and RSS are read from /proc); closed after `work`. */
+export async function withBenchChromium<T>(work: (browser: Browser, chromiumPid: number) => Promise<T>): Promise<T> {
+  const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+  try {
+    const [chromiumPid] = childrenNamed(process.pid, "chromium");
+    if (chromiumPid === undefined) throw new Error("Chromium's process was not found among the bench's children");
+    return await work(browser, chromiumPid);
   } finally {
     await browser.close();
   }
+}
+
+/** Destroys the VMs a run made, with their disks. */
+export function destroyVms(service: BenchService, vms: readonly string[]): Promise<unknown[]> {
+  return Promise.all(vms.map((vm) => service.client.call(z.unknown(), "VM.hangar_destroy", vm, false)));
 }
