@@ -6,9 +6,9 @@
 // (the toolstack removes what the failed import made); a cancel or failure from outside ends it for good.
 import { rm } from "node:fs/promises";
 import { setTimeout as delay } from "node:timers/promises";
-import { z } from "zod";
 import { toolstackUrl } from "../../config.ts";
 import { XenApiClient } from "../../xenapi/client.ts";
+import { ResourceTask } from "../../xenapi/resource.ts";
 import type { PackageKind } from "../../../lib/file-kind.ts";
 import { Cancelled, earlierImport, importAttempt } from "./import-attempt.ts";
 import { packageAttempt, uploadKind } from "./package-attempt.ts";
@@ -26,6 +26,8 @@ const MAX_BROKEN_MS = 10 * 60_000;
  * while bytes flow, on the attempt after it.
  */
 const PAUSED_MS = 1000;
+/** How long a cancelled or failed upload waits for its import to be undone before recording its end regardless. */
+const UNDO_MS = 60_000;
 
 /** Process-wide, and kept across hot reloads in development (one pipeline per upload, whatever reloads). */
 const registry = ((globalThis as { __hangarUploadPipelines?: Map<string, ImportPipeline> }).__hangarUploadPipelines ??= new Map());
@@ -158,15 +160,33 @@ export class ImportPipeline {
   private async end(status: "cancelled" | "failed", error: string | null, beforeRecording?: () => Promise<void>): Promise<void> {
     this.abort.abort(new Cancelled(status));
     this.ended ??= (async () => {
+      // The end is recorded once what the import made is gone, so an upload that reads "failed" or "cancelled"
+      // has left nothing: the toolstack undoes an import before its task ends, and a package import made here
+      // undoes itself before its attempt (and so this pipeline's run) returns.
+      const deadline = Date.now() + UNDO_MS;
       const task = this.state.task;
-      if (task !== null) await this.xapi().call(z.unknown(), "task.cancel", task).catch(() => undefined);
+      if (task !== null) {
+        const resource = new ResourceTask(this.xapi(), task);
+        await resource.cancel();
+        // A toolstack that does not answer (a session ended, a restart) is not waited for.
+        await resource.finished(AbortSignal.timeout(UNDO_MS), { everyMs: 200, failOnError: true }).catch(() => undefined);
+      }
+      if (this.#running !== undefined) await Promise.race([this.#running.catch(() => undefined), delay(Math.max(0, deadline - Date.now()), undefined, { ref: false })]);
       await beforeRecording?.();
       await this.save({ status, error });
     })();
     await this.ended;
   }
 
-  async run(): Promise<void> {
+  /** Runs the import until it ends (once, whatever calls it). */
+  run(): Promise<void> {
+    this.#running ??= this.#loop();
+    return this.#running;
+  }
+
+  #running: Promise<void> | undefined;
+
+  async #loop(): Promise<void> {
     let brokenSince: number | undefined;
     let retry = 0;
     while (!this.abort.signal.aborted) {
