@@ -27,9 +27,9 @@ export class ByteReader {
     return true;
   }
 
-  /** Up to `length` bytes (fewer only at the end of the stream), in a buffer of their own. */
-  async readUpTo(length: number): Promise<Buffer> {
-    const out = Buffer.allocUnsafe(length);
+  /** Up to `length` bytes (fewer only at the end of the stream), in a buffer of their own, or into `into`'s start. */
+  async readUpTo(length: number, into?: Buffer): Promise<Buffer> {
+    const out = into ?? Buffer.allocUnsafe(length);
     let filled = 0;
     while (filled < length && (await this.#fill())) {
       const n = Math.min(length - filled, this.#head.length);
@@ -47,6 +47,18 @@ export class ByteReader {
     const data = await this.readUpTo(length);
     if (data.length < length) throw new DiskImageError(`the file ends inside ${what} (${data.length} of its ${length} bytes)`, at + data.length);
     return data;
+  }
+
+  /**
+   * The same, but bytes that lie in one received chunk come as a view of it, not a copy: for a caller that is
+   * done with them before it reads again (a grain inflated at once).
+   */
+  async readView(length: number, what: string): Promise<Buffer> {
+    if (!(await this.#fill()) || this.#head.length < length) return this.read(length, what);
+    const view = this.#head.subarray(0, length);
+    this.#head = this.#head.subarray(length);
+    this.position += length;
+    return view;
   }
 
   /** Passes the bytes up to file offset `offset`, which may not lie behind. */

@@ -200,15 +200,18 @@ async function* streamRuns(reader: ByteReader, header: Header, options: VmdkOpti
     const guest = lba * SECTOR;
     if (guest % grainBytes !== 0 || guest >= capacity) fail(`a grain at disk sector ${lba}, not the start of a grain inside the disk's ${capacity / SECTOR} sectors`, at);
     if (size > 2 * grainBytes + SECTOR) fail(`a grain of ${size} compressed bytes, more than a grain's worth`, at + 8);
-    const compressed = await reader.read(size, `the grain of disk offset ${guest}`);
-    await reader.skipTo(at + Math.ceil((12 + size) / SECTOR) * SECTOR, "the padding after a grain");
     if (!seen.add(guest / grainBytes)) fail(`a second grain for disk offset ${guest}`, at);
+    // A view of the received bytes, inflated before the reader moves on.
+    const compressed = await reader.readView(size, `the grain of disk offset ${guest}`);
     let data: Buffer;
     try {
-      data = inflateSync(compressed, { maxOutputLength: grainBytes });
+      // An output chunk one byte larger than a grain: zlib fills it in one step, and the grain is that chunk (the
+      // 16 KiB default made five buffers and a concat per grain).
+      data = inflateSync(compressed, { maxOutputLength: grainBytes, chunkSize: grainBytes + 1 });
     } catch (error) {
       fail(`the grain of disk offset ${guest} does not inflate to one grain: ${(error as Error).message}`, at + 12);
     }
+    await reader.skipTo(at + Math.ceil((12 + size) / SECTOR) * SECTOR, "the padding after a grain");
     if (data.length !== grainBytes && data.length !== capacity - guest) fail(`the grain of disk offset ${guest} inflates to ${data.length} bytes, not a grain's ${grainBytes}`, at + 12);
     yield* dataRuns(guest, data, capacity);
   }

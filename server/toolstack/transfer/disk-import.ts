@@ -7,7 +7,7 @@ import type { Readable } from "node:stream";
 import { ByteReader } from "../../disk/byte-reader.ts";
 import { readChunked } from "../../disk/chunked.ts";
 import { type DiskImage, DiskImageError } from "../../disk/image.ts";
-import { readRaw } from "../../disk/raw.ts";
+import { type PieceBuffers, readRaw } from "../../disk/raw.ts";
 import { SNIFF_BYTES, sniffFormat } from "../../../lib/file-kind.ts";
 import { openQcow2 } from "../../disk/qcow2.ts";
 import { openDiskTar } from "../../disk/tar.ts";
@@ -49,7 +49,7 @@ export interface DiskImportOptions {
 const SPOOL_SHARE = 0.5;
 
 /** The image on `reader`, of at most `limit` bytes for raw (the VDI's size, or the body's when making one). */
-async function openImage(reader: ByteReader, options: DiskImportOptions, limit: number | undefined, control: TaskControl): Promise<DiskImage> {
+async function openImage(reader: ByteReader, options: DiskImportOptions, limit: number | undefined, control: TaskControl, buffers: PieceBuffers): Promise<DiskImage> {
   const { length, spillDir } = options;
   if (options.format === "vhd") return openVhd(reader, length);
   if (options.format === "qcow2") return openQcow2(reader, { length, spillDir });
@@ -69,7 +69,7 @@ async function openImage(reader: ByteReader, options: DiskImportOptions, limit: 
   const virtualSize = limit ?? options.length;
   if (virtualSize === undefined) throw importError("a raw import into a new VDI needs the body's Content-Length: it is the VDI's size");
   if (!options.chunked && options.length !== undefined && options.length > virtualSize) throw new DiskImageError(`the body goes on past the disk's ${virtualSize} bytes`, virtualSize);
-  const runs = options.chunked ? readChunked(reader, virtualSize) : readRaw(reader, virtualSize);
+  const runs = options.chunked ? readChunked(reader, virtualSize) : readRaw(reader, virtualSize, buffers);
   // A chunked stream writes only its frames: the rest of the VDI stays as it was, as in xapi.
   return { format: "raw", virtualSize, differencing: options.chunked, runs };
 }
@@ -105,7 +105,19 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
       limit = Number((await vdiRecord(ts, given)).virtual_size);
     }
     await checkMagic(reader, options);
-    image = await openImage(reader, options, limit, control);
+    // The pieces a raw body is read into and grains are gathered into, reused once written: a new 1 MiB buffer
+    // each is a full GC every few dozen, and a mapping of its own (MALLOC_MMAP_THRESHOLD_) with its page faults.
+    const pieces = new BufferPool(2 * WINDOW * PIECE);
+    const ours = new WeakSet<ArrayBufferLike>();
+    const buffers: PieceBuffers = {
+      take: () => {
+        const piece = pieces.take(PIECE);
+        ours.add(piece.buffer);
+        return piece;
+      },
+      give: (piece) => pieces.give(piece),
+    };
+    image = await openImage(reader, options, limit, control, buffers);
     if (given !== undefined && image.virtualSize > limit!) throw importError(`the ${image.format} image's virtual size, ${image.virtualSize} bytes, is more than the VDI's ${limit} bytes`);
     if (given === undefined) {
       const { sr } = options.target as { sr: AttachedSr };
@@ -118,15 +130,7 @@ export async function importDisk(ts: Toolstack, control: TaskControl, source: Re
     const target = vdi!;
     const volume = await openVolume(ts, target.sr, target.key, "rw", (attachment) => state.addAttachment(attachment));
     try {
-      // The pieces grains are gathered into, reused once written: a new 1 MiB buffer each is a full GC every few dozen.
-      const pieces = new BufferPool(2 * WINDOW * PIECE);
-      const ours = new WeakSet<ArrayBufferLike>();
-      const take = () => {
-        const piece = pieces.take(PIECE);
-        ours.add(piece.buffer);
-        return piece;
-      };
-      await writeDiskRuns(volume.client, coalesced(image.runs, take), {
+      await writeDiskRuns(volume.client, coalesced(image.runs, buffers.take), {
         zeroed: given === undefined,
         done: (data) => {
           if (ours.has(data.buffer)) pieces.give(Buffer.from(data.buffer, 0, PIECE));
