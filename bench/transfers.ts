@@ -3,7 +3,8 @@
 // against curl -T to /import (target ≥ 0.7×, its tail after the last byte ≤ 10% of the upload), with the
 // console's RSS; and an OVA (a VMDK converted as it arrives) the same way, against `hangar vm-import` of the file
 // (its tail ≤ 10% of the upload). The toolstack and the console's production build run in processes of their own over a data
-// dir of the run. HANGAR_BENCH_SCALE scales the 2 GiB disk; HANGAR_BENCH_RUNS the runs (default 3).
+// dir of the run. HANGAR_BENCH_SCALE scales the 2 GiB disk; HANGAR_BENCH_RUNS the runs (default 3);
+// HANGAR_BENCH_PARTS picks some of the parts (export,upload,ova; all by default).
 import { join } from "node:path";
 import { startConsole } from "./console/console-service.ts";
 import { GiB, positiveEnv } from "./measure.ts";
@@ -17,6 +18,7 @@ import { openWorkspace } from "./workspace.ts";
 export async function run(): Promise<void> {
   const size = Math.max(64 * 1024 * 1024, Math.round((2 * GiB * positiveEnv("HANGAR_BENCH_SCALE", 1)) / (1024 * 1024)) * 1024 * 1024);
   const runs = Math.max(1, Math.round(positiveEnv("HANGAR_BENCH_RUNS", 3)));
+  const parts = new Set((process.env.HANGAR_BENCH_PARTS || "export,upload,ova").split(","));
   const workspace = openWorkspace("hangar-bench-transfers");
   const started = Date.now();
   const rows: Row[] = [];
@@ -26,27 +28,19 @@ export async function run(): Promise<void> {
       scratch.defer(() => service.stop());
       const site = await startConsole(service.url);
       scratch.defer(() => site.stop());
-      process.stderr.write("[bench transfers] export download...\n");
-      try {
-        rows.push(...(await benchExportDownload(service, site, size, runs)));
-      } catch (error) {
-        process.stderr.write(`[bench transfers] export download failed: ${(error as Error).stack}\n`);
-        rows.push({ ...unavailableRow("export download through the console", "≥ 0.9×", (error as Error).message), ours: "FAILED" });
-      }
-      process.stderr.write("[bench transfers] upload import...\n");
-      try {
-        rows.push(...(await benchUploadImport(service, site, size, runs, scratch.disk)));
-      } catch (error) {
-        process.stderr.write(`[bench transfers] upload import failed: ${(error as Error).stack}\n`);
-        rows.push({ ...unavailableRow("VM import uploaded from Chromium through the console", "≥ 0.7×", (error as Error).message), ours: "FAILED" });
-      }
-      process.stderr.write("[bench transfers] OVA upload import...\n");
-      try {
-        rows.push(...(await benchOvaUpload(service, site, size, runs, scratch.disk)));
-      } catch (error) {
-        process.stderr.write(`[bench transfers] OVA upload import failed: ${(error as Error).stack}\n`);
-        rows.push({ ...unavailableRow("OVA import uploaded from Chromium through the console", "≤ 10% tail", (error as Error).message), ours: "FAILED" });
-      }
+      const part = async (name: string, label: string, target: string, measure: () => Promise<Row[]>) => {
+        if (!parts.has(name)) return;
+        process.stderr.write(`[bench transfers] ${label}...\n`);
+        try {
+          rows.push(...(await measure()));
+        } catch (error) {
+          process.stderr.write(`[bench transfers] ${label} failed: ${(error as Error).stack}\n`);
+          rows.push({ ...unavailableRow(label, target, (error as Error).message), ours: "FAILED" });
+        }
+      };
+      await part("export", "export download through the console", "≥ 0.9×", () => benchExportDownload(service, site, size, runs));
+      await part("upload", "VM import uploaded from Chromium through the console", "≥ 0.7×", () => benchUploadImport(service, site, size, runs, scratch.disk));
+      await part("ova", "OVA import uploaded from Chromium through the console", "≤ 10% tail", () => benchOvaUpload(service, site, size, runs, scratch.disk));
     });
   } finally {
     await workspace.close();
