@@ -5,10 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests drive for real (browser, NBD peers, python3 for fixture plugins and SCM_RIGHTS,
-# PostgreSQL for the pool's database).
+# PostgreSQL for the pool's database, an OpenLDAP directory for external authentication).
 declare -A wanted=([chromium]=chromium [qemu-img]=qemu-utils [qemu-nbd]=qemu-utils [nbdkit]=nbdkit \
   [nbdinfo]=libnbd-bin [nbdcopy]=libnbd-bin [python3]=python3 [xxhsum]=xxhash \
-  [xva-img]=xva-img [pigz]=pigz [zstd]=zstd)
+  [xva-img]=xva-img [pigz]=pigz [zstd]=zstd [slapd]=slapd [ldapadd]=ldap-utils)
 missing=()
 for tool in "${!wanted[@]}"; do command -v "$tool" >/dev/null || missing+=("${wanted[$tool]}"); done
 # PostgreSQL's server (the database tests start a throwaway cluster): Debian keeps it off the PATH.

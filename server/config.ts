@@ -102,3 +102,10 @@ export function bodyIdleTimeoutMs(): number {
   if (!(value > 0) || !Number.isFinite(value)) throw new Error(`HANGAR_BODY_IDLE_TIMEOUT must be a number of seconds > 0 (got ${process.env.HANGAR_BODY_IDLE_TIMEOUT})`);
   return value * 1000;
 }
+
+/** How long audit rows are kept (HANGAR_AUDIT_RETENTION_DAYS, default 365); older ones are removed daily. */
+export function auditRetentionMs(): number {
+  const value = Number(process.env.HANGAR_AUDIT_RETENTION_DAYS || 365);
+  if (!(value > 0) || !Number.isFinite(value)) throw new Error(`HANGAR_AUDIT_RETENTION_DAYS must be a number of days > 0 (got ${process.env.HANGAR_AUDIT_RETENTION_DAYS})`);
+  return value * 24 * 60 * 60 * 1000;
+}

@@ -1,4 +1,5 @@
 // `hangar`: the command line of Hangar. Each command is a module exporting `run(argv)` and its help text.
+import * as audit from "./audit.ts";
 import * as call from "./call.ts";
 import * as conformance from "./conformance.ts";
 import * as methods from "./methods.ts";
@@ -14,6 +15,7 @@ const COMMANDS: Record<string, { summary: string; help: string; run(argv: string
   methods,
   conformance,
   serve,
+  audit,
   ...toolstackCommands,
   ...transferCommands,
 };

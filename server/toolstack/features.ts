@@ -15,6 +15,7 @@ import { pluginServiceRoute } from "./plugin-service.ts";
 import type { Feature, Toolstack } from "./toolstack.ts";
 import { recoverVolumeIntents } from "./volume-intents.ts";
 import { TRANSFER_FEATURE } from "./transfer/routes.ts";
+import { RBAC_FEATURE } from "./rbac/feature.ts";
 
 /** Registers classes whose records are stored whole for event.from. */
 function registerStored(ts: Toolstack, ...classes: string[]): void {
@@ -51,4 +52,5 @@ export const TOOLSTACK_FEATURES: Feature[] = [
   { calls: [...vmCalls, ...vbdCalls, ...vifCalls], start: async (ts) => registerStored(ts, "VM", "VBD", "VIF") },
   TRANSFER_FEATURE,
   { calls: [], routes: { "/plugins": pluginServiceRoute, "/plugins/*": pluginServiceRoute, "/metrics/*": metricsRoute } },
+  RBAC_FEATURE,
 ];

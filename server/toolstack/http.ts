@@ -123,6 +123,11 @@ async function readCallBody(ts: Toolstack, request: IncomingMessage, response: S
 }
 
 /** `started`: when the call's handling began; the time taken is answered in `Server-Timing` (`call;dur=<ms>`). */
+/** The caller's address as the connection shows it (an IPv4 address without its IPv6 mapping prefix). */
+export function clientAddress(request: IncomingMessage): string {
+  return (request.socket.remoteAddress ?? "").replace(/^::ffff:/, "");
+}
+
 export function send(response: ServerResponse, status: number, contentType: string, body: string, started?: number): void {
   const headers: Record<string, string | number> = { "content-type": contentType, "content-length": Buffer.byteLength(body) };
   if (started !== undefined) headers["server-timing"] = `call;dur=${(performance.now() - started).toFixed(1)}`;
@@ -190,7 +195,7 @@ async function serveJsonRpc(ts: Toolstack, request: IncomingMessage, response: S
     if (error instanceof JsonRpcRequestError) return send(response, 200, "application/json", formatJsonRpcRequestError(error), started);
     throw error;
   }
-  const outcome = await invokeSafely(ts, call.method, call.params);
+  const outcome = await invokeSafely(ts, call.method, call.params, clientAddress(request));
   send(response, 200, "application/json", outcome.ok ? formatJsonRpcResult(call, outcome.value) : formatJsonRpcError(call, outcome.error), started);
 }
 
@@ -205,7 +210,7 @@ async function serveXmlRpc(ts: Toolstack, request: IncomingMessage, response: Se
     if (error instanceof XmlRpcParseError) return send(response, 200, "text/xml", formatXmlRpcFailure(["XMLRPC_UNMARSHAL_FAILURE", error.message]), started);
     throw error;
   }
-  const outcome = await invokeSafely(ts, call.method, call.params);
+  const outcome = await invokeSafely(ts, call.method, call.params, clientAddress(request));
   send(response, 200, "text/xml", outcome.ok ? formatXmlRpcSuccess(outcome.value) : formatXmlRpcFailure(outcome.error.description), started);
 }
 

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { describe, test, type TestContext } from "node:test";
 import { migrate } from "./db/migrations.ts";
 import { bothEngines, type TestEngine } from "./db/testing.ts";
-import { Sessions } from "./sessions.ts";
+import { type Identity, Sessions } from "./sessions.ts";
 import { openTestToolstack, ROOT_PASSWORD, tempDataDir } from "./testing.ts";
 import { openToolstack } from "./toolstack.ts";
 import { XenApiError } from "../xenapi/errors.ts";
@@ -100,14 +100,16 @@ describe("sessions", () => {
   });
 });
 
+const ROOT: Identity = { userName: "root", superuser: true, role: null, authUserSid: "", subjects: [] };
+
 for (const engine of engines)
 describe(`session store on ${engine.name}`, () => {
   test("a session idle longer than the timeout is SESSION_INVALID; one in use stays", async (t) => {
     // A use restarts the idle clock when it is older than half the timeout: margins wide enough for a loaded
     // machine (the busy session is never idle much past 600 ms of the 1000).
     const store = await sessions(t, engine, 1000);
-    const idle = await store.login("root", "pw", "test");
-    const busy = await store.login("root", "pw", "test");
+    const idle = await store.open(ROOT, "test");
+    const busy = await store.open(ROOT, "test");
     const began = Date.now();
     while (Date.now() - began < 1200) {
       await sleep(100);
@@ -119,9 +121,9 @@ describe(`session store on ${engine.name}`, () => {
 
   test("expire() removes the idle sessions only", async (t) => {
     const store = await sessions(t, engine, 400);
-    const idle = await store.login("root", "pw", "");
+    const idle = await store.open(ROOT, "");
     await sleep(600);
-    const fresh = await store.login("root", "pw", "");
+    const fresh = await store.open(ROOT, "");
     assert.equal(await store.expire(), 1);
     await assert.rejects(store.check(idle.ref), xenError("SESSION_INVALID"));
     await store.check(fresh.ref);

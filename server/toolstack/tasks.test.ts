@@ -212,7 +212,7 @@ describe("tasks", () => {
         task?.progress(0.5);
         await sleep(50);
         return `${text}!`;
-      }),
+      }, { role: "read-only" }),
     );
     const session = await login(ts);
     const began = Date.now();
@@ -257,7 +257,7 @@ describe("tasks", () => {
     const session = await login(first);
     const own = String(await invoke(first, "task.create", [session, "upload", ""]));
     const interrupted = await first.tasks.start("copy", () => new Promise(() => undefined));
-    const resumable = await first.tasks.start("mirror", () => new Promise(() => undefined), { [TASK_KIND_KEY]: "mirror" });
+    const resumable = await first.tasks.start("mirror", () => new Promise(() => undefined), { other_config: { [TASK_KIND_KEY]: "mirror" } });
     const cancelling = await first.tasks.start("cancelled copy", () => new Promise(() => undefined));
     await first.tasks.cancel(cancelling);
     await first.close();

@@ -90,7 +90,8 @@ export class Tasks {
     this.#hostIsLive = hostIsLive;
   }
 
-  async create(options: { name_label: string; name_description?: string; other_config?: Record<string, string> }): Promise<string> {
+  /** `owner`: who made it (ownerOf a session), who may then cancel and change it without a pool operator's role. */
+  async create(options: { name_label: string; name_description?: string; other_config?: Record<string, string>; owner?: string }): Promise<string> {
     const record: XenRecord = {
       uuid: crypto.randomUUID(),
       name_label: options.name_label,
@@ -109,6 +110,7 @@ export class Tasks {
       subtask_of: NULL_REF,
       subtasks: [],
       backtrace: "()",
+      hangar_owner: options.owner ?? "",
     };
     return (await this.#objects.create("task", record)).ref;
   }
@@ -172,8 +174,8 @@ export class Tasks {
   }
 
   /** Creates a task and runs `work` in it; answers the task's ref at once. */
-  async start(name_label: string, work: TaskWork, other_config?: Record<string, string>): Promise<string> {
-    const ref = await this.create({ name_label, other_config });
+  async start(name_label: string, work: TaskWork, options: { other_config?: Record<string, string>; owner?: string } = {}): Promise<string> {
+    const ref = await this.create({ name_label, ...options });
     void this.run(ref, work);
     return ref;
   }

@@ -1,7 +1,9 @@
 // One toolstack: its database, objects, events, sessions, tasks, plugin access and call table, opened on a
 // data dir. First start makes the pool and this host; every start recovers tasks a previous run left.
 import { join } from "node:path";
-import { dataDir, databaseUrl, heartbeatMs, hostUuid, poolRole } from "../config.ts";
+import { auditRetentionMs, dataDir, databaseUrl, heartbeatMs, hostUuid, poolRole } from "../config.ts";
+import { LoginLimiter, TOOLSTACK_LOGIN_LIMITS } from "../login-limiter.ts";
+import { AuditLog } from "./rbac/audit.ts";
 import { eventCalls } from "./calls/event.ts";
 import { sessionCalls } from "./calls/session.ts";
 import { systemCalls } from "./calls/system.ts";
@@ -50,6 +52,10 @@ export interface Toolstack {
   readonly events: EventLog;
   readonly objects: ObjectStore;
   readonly sessions: Sessions;
+  /** The audit trail (rbac/audit.ts). */
+  readonly audit: AuditLog;
+  /** Failed logins, per user and per client address (login-limiter.ts). */
+  readonly logins: LoginLimiter;
   readonly tasks: Tasks;
   readonly storage: Storage;
   readonly methods: MethodTable;
@@ -111,6 +117,8 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
     events,
     objects,
     sessions,
+    audit: new AuditLog(db, host.address),
+    logins: new LoginLimiter(TOOLSTACK_LOGIN_LIMITS),
     tasks: new Tasks(objects, host.ref, (ref) => pool.isLive(ref)),
     storage: new Storage(options.pluginRoot, { timeoutMs: options.pluginTimeoutMs }),
     methods,
@@ -129,6 +137,7 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
   const housekeeping = async () => {
     await ts.tasks.collect();
     await ts.sessions.expire();
+    await ts.audit.prune(new Date(Date.now() - auditRetentionMs()).toISOString());
   };
   try {
     for (const feature of features) await feature.start?.(ts);

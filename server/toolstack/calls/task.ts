@@ -2,7 +2,9 @@
 // its status, progress, result and error as the client sets them (a client's own work: an OVA import), its
 // other_config, cancel and destroy.
 import { mapFieldCalls } from "../accessors.ts";
-import { method } from "../methods.ts";
+import { method, type MethodDef } from "../methods.ts";
+import { ownerOf, permits } from "../rbac/authorize.ts";
+import { rbacErrors } from "../rbac/roles.ts";
 import { zFloat, zRef, zString, zStringList } from "../../xenapi/params.ts";
 import { xenErrors } from "../../xenapi/errors.ts";
 import { xenDate } from "../../xenapi/values.ts";
@@ -10,9 +12,10 @@ import { objectGetters } from "./getters.ts";
 
 export const taskCalls = [
   ...objectGetters("task", ["status", "progress", "result", "error_info", "name_label", "name_description", "created", "finished", "allowed_operations", "other_config", "resident_on", "uuid"]),
-  method("task.create", [["label", zString], ["description", zString]], ({ ts }, label, description) =>
-    ts.tasks.create({ name_label: label, name_description: description }),
+  method("task.create", [["label", zString], ["description", zString]], ({ ts, session }, label, description) =>
+    ts.tasks.create({ name_label: label, name_description: description, owner: ownerOf(session!) }),
   { async: false }),
+  ...[
   method("task.cancel", [["task", zRef]], async ({ ts }, ref) => {
     await ts.tasks.cancel(ref);
   }, { async: false }),
@@ -37,4 +40,20 @@ export const taskCalls = [
     await ts.objects.set("task", ref, { error_info: errorInfo });
   }, { async: false }),
   ...mapFieldCalls("task", "other_config"),
+  ].map(ownTaskOnly),
 ];
+
+/**
+ * A call on a task, for its owner (any session of the user who made it) or a pool operator (xapi's
+ * `task.destroy/any`); anyone else is refused as xapi refuses them.
+ */
+function ownTaskOnly(def: MethodDef): MethodDef {
+  return {
+    ...def,
+    call: async (ctx, args) => {
+      const task = await ctx.ts.objects.get("task", String(args[0]));
+      if (!permits(ctx.session!, "pool-operator") && task.record.hangar_owner !== ownerOf(ctx.session!)) throw rbacErrors.denied("task.destroy/any", "pool-operator");
+      return def.call(ctx, args);
+    },
+  };
+}

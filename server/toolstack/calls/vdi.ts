@@ -316,17 +316,19 @@ export const vdiCalls = [
     },
     { optional: 7 },
   ),
-  method("VDI.hangar_revert", [["snapshot", zRef]], async ({ ts }, ref) => revertToSnapshot(ts, ref), ON_VDI_HOST),
+  // Roles by analogy (docs/research/rbac-audit.md §2.2): a revert as VM.revert, a full copy out as VDI.copy, a
+  // mirror as storage motion (VDI.pool_migrate).
+  method("VDI.hangar_revert", [["snapshot", zRef]], async ({ ts }, ref) => revertToSnapshot(ts, ref), { ...ON_VDI_HOST, role: "vm-power-admin" }),
   method("VDI.hangar_data_copy", [["vdi", zRef], ["remote", zString]], async ({ ts, task }, ref, remote) => {
     checkRemote(remote);
     const vdi = await locateVdi(ts, ref);
     await inTask(ts, task, "VDI.hangar_data_copy", (control) => dataToRemote(ts, control, vdi, remote, "data-copy").then(() => ""));
-  }, ON_VDI_HOST),
+  }, { ...ON_VDI_HOST, role: "vm-admin" }),
   method("VDI.hangar_data_mirror", [["vdi", zRef], ["remote", zString]], async ({ ts, task }, ref, remote) => {
     checkRemote(remote);
     const vdi = await locateVdi(ts, ref);
     await inTask(ts, task, "VDI.hangar_data_mirror", (control) => dataToRemote(ts, control, vdi, remote, "data-mirror").then(() => ""));
-  }, ON_VDI_HOST),
+  }, { ...ON_VDI_HOST, role: "vm-power-admin" }),
   method("VDI.hangar_data_mirror_to_vdi", [["vdi", zRef], ["dest", zRef]], async ({ ts, task }, ref, destRef) => {
     if (destRef === ref) throw xenErrors.invalidValue("dest", `${destRef} (a volume cannot mirror into itself)`);
     const [vdi, dest] = await Promise.all([locateVdi(ts, ref), locateVdi(ts, destRef)]);
@@ -334,7 +336,7 @@ export const vdiCalls = [
     const record = await vdiRecord(ts, dest);
     if ((record.VBDs as string[]).length > 0 || Object.keys(record.current_operations as StringMap).length > 0) throw xenErrors.vdiInUse(destRef, "mirror");
     await inTask(ts, task, "VDI.hangar_data_mirror_to_vdi", (control) => mirrorToVdi(ts, control, vdi, dest).then(() => ""));
-  }, ON_VDI_HOST),
+  }, { ...ON_VDI_HOST, role: "vm-power-admin" }),
 ];
 
 /** The VDI of a uuid (UUID_INVALID when there is none). */

@@ -188,7 +188,8 @@ export const vmCalls = [
     // Disks another VM still uses stay; the others go through VDI.destroy's checks.
     const used = new Set((await ts.objects.all("VBD")).map((vbd) => String(vbd.record.VDI)));
     for (const vdi of new Set(disks.filter((d) => !used.has(d)))) await destroyVdi(ts, vdi);
-  }),
+    // VM.destroy and VDI.destroy in one: what each of them needs.
+  }, { role: "vm-admin" }),
   fieldSetter("VM", "name_label", zString),
   fieldSetter("VM", "name_description", zString),
   fieldSetter("VM", "is_a_template", zBool),

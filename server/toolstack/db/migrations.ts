@@ -66,6 +66,43 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
          started TEXT NOT NULL)`,
     ],
   },
+  {
+    version: 4,
+    statements: [
+      // Who a session is (rbac/): root, the local superuser, whom no role limits; or a user let in by subjects
+      // (their own and their groups'), holding the highest of those subjects' roles, computed at login.
+      "ALTER TABLE sessions ADD COLUMN superuser BIGINT NOT NULL DEFAULT 0",
+      "ALTER TABLE sessions ADD COLUMN role TEXT NOT NULL DEFAULT ''",
+      "ALTER TABLE sessions ADD COLUMN auth_user_sid TEXT NOT NULL DEFAULT ''",
+      "ALTER TABLE sessions ADD COLUMN subjects TEXT NOT NULL DEFAULT '[]'",
+      "UPDATE sessions SET superuser = 1 WHERE user_name = 'root'",
+      // The audit trail (rbac/audit.ts): one row per state-changing call or HTTP action, allowed or denied, and
+      // per login; each row's hash covers the row before's, so a row removed or edited breaks the chain.
+      `CREATE TABLE audit_log (
+         id BIGINT PRIMARY KEY,
+         time TEXT NOT NULL,
+         host TEXT NOT NULL,
+         trackid TEXT NOT NULL,
+         subject_sid TEXT NOT NULL,
+         subject_name TEXT NOT NULL,
+         client TEXT NOT NULL,
+         decision TEXT NOT NULL,
+         outcome TEXT NOT NULL,
+         kind TEXT NOT NULL,
+         action TEXT NOT NULL,
+         args TEXT NOT NULL,
+         prev_hash TEXT NOT NULL,
+         hash TEXT NOT NULL)`,
+      "CREATE INDEX audit_log_by_time ON audit_log (time)",
+      // The pool's external authentication (an LDAP directory): its settings, bind password included, which
+      // no call answers (the hosts' records show them without it).
+      `CREATE TABLE external_auth (
+         id BIGINT PRIMARY KEY,
+         type TEXT NOT NULL,
+         service_name TEXT NOT NULL,
+         config TEXT NOT NULL)`,
+    ],
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;

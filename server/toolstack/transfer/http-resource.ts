@@ -8,7 +8,12 @@ import { z } from "zod";
 import { bodyIdleTimeoutMs } from "../../config.ts";
 import { hostUrl } from "../../xenapi/hosts.ts";
 import { hostErrors } from "../hosts.ts";
-import { endAnswer, type Route } from "../http.ts";
+import { clientAddress, endAnswer, type Route } from "../http.ts";
+import { logIn } from "../rbac/login.ts";
+import type { AuditEntry } from "../rbac/audit.ts";
+import { auditArgs } from "../rbac/audit-args.ts";
+import { authorize } from "../rbac/authorize.ts";
+import { httpAction } from "../rbac/http-actions.ts";
 import type { StoredObject } from "../objects.ts";
 import type { Session } from "../sessions.ts";
 import type { TaskControl } from "../tasks.ts";
@@ -87,7 +92,7 @@ export async function authenticate(ts: Toolstack, request: IncomingMessage, args
   const colon = decoded.indexOf(":");
   const user = colon < 0 ? decoded : decoded.slice(0, colon);
   try {
-    const session = await ts.sessions.login(user, colon < 0 ? "" : decoded.slice(colon + 1), "HTTP Basic");
+    const session = await logIn(ts, user, colon < 0 ? "" : decoded.slice(colon + 1), "HTTP Basic", clientAddress(request));
     return { session, release: () => ts.sessions.logout(session.ref) };
   } catch (error) {
     throw refuse(401, toXenApiError(error));
@@ -221,6 +226,7 @@ export function resource(methods: readonly string[], serve: (ts: Toolstack, requ
     const args = argumentsOf(request, url);
     const taskRef = args.get("task_id");
     let caller: Caller | undefined;
+    let trail: Omit<AuditEntry, "decision"> | undefined;
     try {
       if (!methods.includes(request.method ?? "")) {
         const body = `${url.pathname} takes ${methods.join(" or ")}\n`;
@@ -229,10 +235,21 @@ export function resource(methods: readonly string[], serve: (ts: Toolstack, requ
         return;
       }
       caller = await authenticate(ts, request, args);
+      const action = httpAction(request.method ?? "", url.pathname)!;
+      trail = { session: caller.session, client: clientAddress(request), kind: "HTTP" as const, action: action.permission, args: await auditArgs(ts, action.permission, [...args.keys()], [...args.values()]) };
+      try {
+        authorize(caller.session, action.permission, action.role);
+      } catch (error) {
+        await ts.audit.record({ ...trail, decision: "DENIED" });
+        trail = undefined;
+        throw refuse(403, error as XenApiError);
+      }
       if (taskRef !== undefined) await checked(callerTask(ts, taskRef));
       await serve(ts, request, response, url, args);
+      if (trail !== undefined) await ts.audit.record({ ...trail, decision: "ALLOWED" });
     } catch (error) {
       if (!(error instanceof ResourceRefusal)) throw error;
+      if (trail !== undefined) await ts.audit.record({ ...trail, decision: "ALLOWED", error: error.error.code });
       await answerRefusal(ts, response, error, taskRef);
     } finally {
       await caller?.release().catch(() => undefined);
