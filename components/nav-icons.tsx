@@ -78,6 +78,25 @@ export function PluginIcon(props: ComponentProps<"svg">) {
   );
 }
 
+export function UsersIcon(props: ComponentProps<"svg">) {
+  return (
+    <Icon {...props}>
+      <circle cx="9" cy="8" r="3.5" />
+      <path d="M2.5 20a6.5 6.5 0 0 1 13 0" />
+      <path d="M16 4.5a3.5 3.5 0 0 1 0 7M18 14a6.5 6.5 0 0 1 3.5 6" />
+    </Icon>
+  );
+}
+
+export function AuditIcon(props: ComponentProps<"svg">) {
+  return (
+    <Icon {...props}>
+      <path d="M12 3 4.5 6v5.5c0 4.6 3.2 8.3 7.5 9.5 4.3-1.2 7.5-4.9 7.5-9.5V6Z" />
+      <path d="m8.8 12.2 2.2 2.2 4.3-4.6" />
+    </Icon>
+  );
+}
+
 export function MenuIcon(props: ComponentProps<"svg">) {
   return (
     <Icon {...props}>

@@ -2,7 +2,7 @@
 
 import { usePathname } from "next/navigation";
 import { useState, type ComponentType, type ComponentProps } from "react";
-import { CloseIcon, DashboardIcon, HostIcon, MenuIcon, PluginIcon, StorageIcon, TasksIcon, VmIcon } from "./nav-icons.tsx";
+import { AuditIcon, CloseIcon, DashboardIcon, HostIcon, MenuIcon, PluginIcon, StorageIcon, TasksIcon, UsersIcon, VmIcon } from "./nav-icons.tsx";
 import { cn } from "./ui/cn.ts";
 import { expectLogout } from "./trpc/trpc-provider.tsx";
 import { IntentLink } from "./ui/intent-link.tsx";
@@ -20,6 +20,8 @@ const items: NavItem[] = [
   { href: "/vms", label: "VMs", icon: VmIcon },
   { href: "/tasks", label: "Tasks", icon: TasksIcon },
   { href: "/plugins", label: "Plugins", icon: PluginIcon },
+  { href: "/users", label: "Users", icon: UsersIcon },
+  { href: "/audit", label: "Audit", icon: AuditIcon },
 ];
 
 function isCurrent(pathname: string, href: string): boolean {
@@ -28,12 +30,14 @@ function isCurrent(pathname: string, href: string): boolean {
 
 export interface SiteNavProps {
   user: string;
+  /** The user's role ("pool-admin (root)" for the local superuser). */
+  role: string;
   /** The server action that logs out; passed by the layout, so the nav holds no server code. */
   logOut: () => Promise<void>;
 }
 
 /** Sidebar on wide screens; a bar with a menu button below the md breakpoint. */
-export function SiteNav({ user, logOut }: SiteNavProps) {
+export function SiteNav({ user, role, logOut }: SiteNavProps) {
   // Nullable in its types once a pages/ dir exists (the download route); always set under the App Router.
   const pathname = usePathname() ?? "/";
   const [open, setOpen] = useState(false);
@@ -89,13 +93,18 @@ export function SiteNav({ user, logOut }: SiteNavProps) {
               );
             })}
           </ul>
-          <form action={logOut} onSubmit={expectLogout} className="mt-4 flex items-center justify-between gap-2 border-t border-zinc-200 px-2.5 pt-3 dark:border-zinc-800">
-            <span className="truncate text-xs text-zinc-500 dark:text-zinc-400">
-              Logged in as <span className="font-medium text-zinc-800 dark:text-zinc-200">{user}</span>
+          <form action={logOut} onSubmit={expectLogout} className="mt-4 flex items-end justify-between gap-2 border-t border-zinc-200 px-2.5 pt-3 dark:border-zinc-800">
+            <span className="min-w-0 text-xs text-zinc-500 dark:text-zinc-400">
+              <span className="block truncate">
+                Logged in as <span className="font-medium text-zinc-800 dark:text-zinc-200">{user}</span>
+              </span>
+              <span className="block truncate">
+                Role: <span className="font-medium text-zinc-800 dark:text-zinc-200">{role}</span>
+              </span>
             </span>
             <button
               type="submit"
-              className="rounded-md px-2 py-1 text-xs font-medium text-zinc-700 hover:bg-zinc-100 focus-visible:outline-2 focus-visible:outline-sky-600 dark:text-zinc-300 dark:hover:bg-zinc-800"
+              className="shrink-0 rounded-md px-2 py-1 text-xs font-medium whitespace-nowrap text-zinc-700 hover:bg-zinc-100 focus-visible:outline-2 focus-visible:outline-sky-600 dark:text-zinc-300 dark:hover:bg-zinc-800"
             >
               Log out
             </button>

@@ -8,7 +8,7 @@ export default async function ConsoleLayout({ children }: { children: ReactNode 
   const session = await requireSession();
   return (
     <div className="md:flex">
-      <SiteNav user={session.user} logOut={logOutAction} />
+      <SiteNav user={session.user} role={session.superuser ? "superuser" : session.role} logOut={logOutAction} />
       <main id="main" tabIndex={-1} className="min-w-0 flex-1 outline-none">
         <div className="mx-auto flex max-w-6xl flex-col gap-8 px-4 py-6 sm:px-6 lg:px-10 lg:py-10">{children}</div>
       </main>

@@ -5,7 +5,8 @@ import { redirect } from "next/navigation";
 import { z } from "zod";
 import type { LogInState } from "@/components/auth/login-form.tsx";
 import { isSafeNext } from "@/server/auth/current.ts";
-import { LoginError, SESSION_COOKIE, cookieAttributes, logIn, logOut, sessionFromCookie } from "@/server/auth/session.ts";
+import { consoleLogins, LoginError, SESSION_COOKIE, cookieAttributes, logIn, logOut, sessionFromCookie } from "@/server/auth/session.ts";
+import { tooManyFailures } from "@/server/login-limiter.ts";
 
 const ZLogInSchema = z.object({
   user: z.string().trim().min(1, "Enter a user name."),
@@ -17,14 +18,24 @@ export async function logInAction(_previous: LogInState, form: FormData): Promis
   const parsed = ZLogInSchema.safeParse({ user: form.get("user"), password: form.get("password"), next: form.get("next") ?? undefined });
   if (!parsed.success) return { error: parsed.error.issues[0]?.message ?? "Fill in the form.", user: String(form.get("user") ?? "") };
   const { user, password, next } = parsed.data;
+  const requestHeaders = await headers();
+  // Next sets X-Forwarded-For to the socket's address unless a proxy (or the client) sent one: the per-user
+  // limit holds whatever it says.
+  const client = (requestHeaders.get("x-forwarded-for") ?? "").split(",")[0]!.trim();
+  const wait = consoleLogins.waitSeconds(user, client);
+  if (wait > 0) return { error: tooManyFailures(wait), user };
   let cookie: string;
   try {
     ({ cookie } = await logIn(user, password));
   } catch (error) {
-    if (error instanceof LoginError) return { error: error.message, user };
+    if (error instanceof LoginError) {
+      if (error.countsAsFailure) consoleLogins.failed(user, client);
+      return { error: error.message, user };
+    }
     throw error;
   }
-  const secure = (await headers()).get("x-forwarded-proto") === "https";
+  consoleLogins.succeeded(user, client);
+  const secure = requestHeaders.get("x-forwarded-proto") === "https";
   (await cookies()).set(SESSION_COOKIE, cookie, cookieAttributes(secure));
   redirect(next !== undefined && isSafeNext(next) ? next : "/");
 }

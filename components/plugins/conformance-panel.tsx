@@ -3,6 +3,7 @@
 import { skipToken, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { formatDuration, plural } from "@/lib/format.ts";
+import { useVerdict } from "@/components/access/use-verdict.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";
@@ -31,6 +32,7 @@ function summary(run: TConformanceRun): string {
 
 /** "Run conformance checks" on a volume plugin's card: a run is a job on the server, polled every second. */
 export function ConformancePanel({ plugin }: { plugin: Pick<TRegisteredPlugin, "type" | "dir" | "name"> }) {
+  const checking = useVerdict("conformance.run");
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const [datapath, setDatapath] = useState(NO_DATAPATH);
@@ -96,6 +98,7 @@ export function ConformancePanel({ plugin }: { plugin: Pick<TRegisteredPlugin, "
             disabled={running || start.isPending}
             aria-busy={running || start.isPending}
             aria-label={`Run conformance checks on ${plugin.name}`}
+            deniedReason={checking.reason}
           >
             {running || start.isPending ? "Running checks…" : "Run conformance checks"}
           </Button>

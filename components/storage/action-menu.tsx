@@ -12,6 +12,8 @@ export interface MenuAction {
   disabled?: boolean;
   /** Why it is disabled, shown under the label. */
   hint?: string;
+  /** Why the user's role may not do it: shown under the label, the item kept in the menu and focusable. */
+  denied?: string;
   tone?: "danger";
 }
 
@@ -95,25 +97,27 @@ export function ActionMenu({ label, actions, className }: { label: string; actio
           {actions.map((action) => (
             <button
               key={action.key}
-              aria-describedby={action.hint ? `${menuId}-${action.key}-hint` : undefined}
+              aria-describedby={(action.denied ?? action.hint) ? `${menuId}-${action.key}-hint` : undefined}
+              aria-disabled={action.denied === undefined ? undefined : "true"}
               type="button"
               role="menuitem"
               tabIndex={-1}
-              disabled={action.disabled}
+              disabled={action.denied === undefined && action.disabled}
               onClick={() => {
+                if (action.denied !== undefined) return;
                 close(true);
                 action.onSelect();
               }}
               className={cn(
-                "flex flex-col items-start rounded-md px-2.5 py-1.5 text-left text-sm outline-none focus-visible:bg-zinc-100 disabled:cursor-not-allowed disabled:opacity-55 enabled:hover:bg-zinc-100 dark:focus-visible:bg-zinc-800 dark:enabled:hover:bg-zinc-800",
+                "flex flex-col items-start rounded-md px-2.5 py-1.5 text-left text-sm outline-none focus-visible:bg-zinc-100 disabled:cursor-not-allowed disabled:opacity-55 enabled:hover:bg-zinc-100 aria-disabled:cursor-not-allowed aria-disabled:opacity-60 dark:focus-visible:bg-zinc-800 dark:enabled:hover:bg-zinc-800",
                 action.tone === "danger" ? "text-red-700 dark:text-red-400" : "text-zinc-800 dark:text-zinc-200",
               )}
             >
               <span>{action.label}</span>
-              {action.hint ? (
+              {(action.denied ?? action.hint) ? (
                 // Described by, not part of the name: the name stays "Destroy <SR>".
                 <span id={`${menuId}-${action.key}-hint`} aria-hidden="true" className="text-xs text-zinc-500 dark:text-zinc-400">
-                  {action.hint}
+                  {action.denied ?? action.hint}
                 </span>
               ) : null}
             </button>

@@ -1,5 +1,6 @@
 "use client";
 
+import { useVerdict } from "@/components/access/use-verdict.ts";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useEffect, useId, useRef, useState } from "react";
@@ -23,6 +24,7 @@ const linkClasses =
 
 /** "Create SR" and, after a creation, a line saying so with a link to the new SR. */
 export function CreateSrButton() {
+  const creating = useVerdict("srs.create");
   const [open, setOpen] = useState(false);
   const [created, setCreated] = useState<{ name: string; uuid: string } | null>(null);
   return (
@@ -37,6 +39,7 @@ export function CreateSrButton() {
         </p>
       ) : null}
       <Button
+        deniedReason={creating.reason}
         onClick={() => {
           setCreated(null);
           setOpen(true);

@@ -105,7 +105,7 @@ function AttachButton({ actions }: { actions: MenuAction[] }) {
   const attach = actions.find((a) => a.key === "attach");
   if (attach === undefined) return null;
   return (
-    <Button size="sm" onClick={attach.onSelect} disabled={attach.disabled}>
+    <Button size="sm" onClick={attach.onSelect} disabled={attach.disabled} deniedReason={attach.denied}>
       <span>{attach.label}</span>
     </Button>
   );
@@ -186,6 +186,7 @@ function ActionButton({ action }: { action: MenuAction }) {
         size="sm"
         variant="secondary"
         disabled={action.disabled}
+        deniedReason={action.denied}
         title={action.hint}
         aria-describedby={action.hint ? hintId : undefined}
         onClick={action.onSelect}

@@ -3,6 +3,7 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState, type ReactNode } from "react";
 import { plural } from "@/lib/format.ts";
+import { useVerdict } from "@/components/access/use-verdict.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { ConfirmDialog } from "@/components/ui/confirm-dialog.tsx";
@@ -58,24 +59,33 @@ export function useSrActions({ onGone }: { onGone?: (sr: TSrSummary) => void } =
     setConfirm({ kind, sr });
   };
 
+  const denied = {
+    default: useVerdict("srs.setDefault").reason,
+    detach: useVerdict("srs.detach").reason,
+    attach: useVerdict("srs.attach").reason,
+    forget: useVerdict("srs.forget").reason,
+    destroy: useVerdict("srs.destroy").reason,
+  };
+
   const actionsFor = (sr: TSrSummary): MenuAction[] => {
     const name = <span className="sr-only"> {sr.name}</span>;
     const actions: MenuAction[] = [];
     if (!sr.isDefault) {
-      actions.push({ key: "default", label: <>Set{name} as default</>, onSelect: () => quick(sr, "default") });
+      actions.push({ key: "default", label: <>Set{name} as default</>, denied: denied.default, onSelect: () => quick(sr, "default") });
     }
     if (sr.attached) {
-      actions.push({ key: "detach", label: <>Detach{name}</>, onSelect: () => open("detach", sr) });
+      actions.push({ key: "detach", label: <>Detach{name}</>, denied: denied.detach, onSelect: () => open("detach", sr) });
     } else {
       actions.push({
         key: "attach",
         label: <>Attach{name}</>,
         disabled: !sr.hasPbd,
         hint: sr.hasPbd ? undefined : "It has no connection to this host.",
+        denied: denied.attach,
         onSelect: () => quick(sr, "attach"),
       });
     }
-    actions.push({ key: "forget", label: <>Forget{name}</>, onSelect: () => open("forget", sr) });
+    actions.push({ key: "forget", label: <>Forget{name}</>, denied: denied.forget, onSelect: () => open("forget", sr) });
     if (sr.allowedOperations.includes("destroy")) {
       actions.push({
         key: "destroy",
@@ -83,6 +93,7 @@ export function useSrActions({ onGone }: { onGone?: (sr: TSrSummary) => void } =
         tone: "danger",
         disabled: !sr.attached,
         hint: sr.attached ? undefined : "Attach it first: its plugin deletes it.",
+        denied: denied.destroy,
         onSelect: () => open("destroy", sr),
       });
     }

@@ -1,5 +1,6 @@
 "use client";
 
+import { useVerdict } from "@/components/access/use-verdict.ts";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useState } from "react";
 import { formatBytes, formatDuration, formatPercent, formatRate, formatRelativeTime, plural } from "@/lib/format.ts";
@@ -138,6 +139,7 @@ function TasksSkeleton() {
 }
 
 export function TaskPage({ initialFilter = "all" }: { initialFilter?: HistoryFilter }) {
+  const copying = useVerdict("volumes.dataCopy");
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   const query = useTasks();
@@ -188,7 +190,9 @@ export function TaskPage({ initialFilter = "all" }: { initialFilter?: HistoryFil
           {/* The Running panel below says when nothing runs; this line announces changes in the count. */}
           {query.data === undefined || running.length === 0 ? "\u00a0" : `${plural(running.length, "task")} running.`}
         </p>
-        <Button onClick={() => setDialog(({ key }) => ({ open: true, key: key + 1 }))}>Copy or mirror a volume</Button>
+        <Button onClick={() => setDialog(({ key }) => ({ open: true, key: key + 1 }))} deniedReason={copying.reason}>
+          Copy or mirror a volume
+        </Button>
       </div>
       <DataTaskDialog
         key={dialog.key}

@@ -7,6 +7,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, useState, useSyncExternalStore, type DragEvent, type ReactNode } from "react";
 import { formatBytes, formatRate, formatTimeLeft } from "@/lib/format.ts";
+import { useVerdict } from "@/components/access/use-verdict.ts";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";
@@ -21,6 +22,7 @@ import { unfinishedUploads, type UploadFile, UploadJob } from "./upload-job.ts";
 const ACCEPT = ".xva,.gz,.zst,.tar,.tgz,.ova,.ovf,.mf,.cert,.vmdk,.vhd,.vhdx,.qcow2,.qcow,.raw,.img";
 
 export function ImportDropZone() {
+  const importing = useVerdict("vms.import");
   const trpc = useTRPC();
   const queryClient = useQueryClient();
   // The SRs to import into: no volume counts, so polling the list starts no plugin process.
@@ -105,6 +107,10 @@ export function ImportDropZone() {
   async function add(list: FileList | File[]) {
     // Copied before any wait: the picker's FileList empties when its input is cleared.
     const files = [...list];
+    if (!importing.allowed) {
+      setRefused(`You cannot import: ${importing.reason}`);
+      return;
+    }
     setRefused(null);
     const into = await targetSr();
     if (into === null) {
@@ -169,7 +175,7 @@ export function ImportDropZone() {
         )}
       >
         <p>Drop .xva, .ova, .ovf with its disks (or their folder), or disk images here, or</p>
-        <Button variant="secondary" onClick={() => input.current?.click()} disabled={sr === null}>
+        <Button variant="secondary" onClick={() => input.current?.click()} disabled={sr === null} deniedReason={importing.reason}>
           Choose files to import
         </Button>
         <input
@@ -190,7 +196,7 @@ export function ImportDropZone() {
         className="flex flex-wrap items-end gap-2"
         onSubmit={(e) => {
           e.preventDefault();
-          if (sr !== null) fromUrl.mutate({ url, sr, force });
+          if (sr !== null && importing.allowed) fromUrl.mutate({ url, sr, force });
         }}
       >
         <Field label="Or import from a URL" className="min-w-0 flex-1" error={fromUrl.error?.message}>
@@ -198,7 +204,7 @@ export function ImportDropZone() {
             <input id={id} aria-describedby={describedBy} aria-invalid={fromUrl.isError || undefined} className={inputClasses} type="url" inputMode="url" placeholder="https://example.com/web.ova" value={url} onChange={(e) => setUrl(e.target.value)} />
           )}
         </Field>
-        <Button type="submit" variant="secondary" disabled={sr === null || url.trim() === "" || fromUrl.isPending}>
+        <Button type="submit" variant="secondary" disabled={sr === null || url.trim() === "" || fromUrl.isPending} deniedReason={importing.reason}>
           {fromUrl.isPending ? "Contacting…" : "Import from URL"}
         </Button>
       </form>

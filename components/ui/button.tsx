@@ -1,5 +1,6 @@
-import type { ComponentProps } from "react";
+import { type ComponentProps, useId } from "react";
 import { cn } from "./cn.ts";
+import { DeniedTooltip } from "./denied-tooltip.tsx";
 
 const variants = {
   primary:
@@ -31,6 +32,29 @@ export function buttonClasses({ variant = "primary", size = "md" }: ButtonStyle 
   );
 }
 
-export function Button({ variant, size, className, type = "button", ...props }: ComponentProps<"button"> & ButtonStyle) {
-  return <button type={type} className={cn(buttonClasses({ variant, size }), className)} {...props} />;
+export interface ButtonProps extends ComponentProps<"button">, ButtonStyle {
+  /**
+   * Why the user may not do this (their role): the button stays in its place and focusable, does nothing, and
+   * says why on hover and focus (and to screen readers, as its description).
+   */
+  deniedReason?: string;
+}
+
+export function Button({ variant, size, className, type = "button", deniedReason, ...props }: ButtonProps) {
+  const reasonId = useId();
+  if (deniedReason === undefined) return <button type={type} className={cn(buttonClasses({ variant, size }), className)} {...props} />;
+  const { onClick: _onClick, disabled: _disabled, ...rest } = props;
+  return (
+    <span className="group relative inline-flex">
+      <button
+        type={type}
+        aria-disabled="true"
+        aria-describedby={reasonId}
+        onClick={(event) => event.preventDefault()}
+        className={cn(buttonClasses({ variant, size }), "cursor-not-allowed opacity-50", className)}
+        {...rest}
+      />
+      <DeniedTooltip id={reasonId} reason={deniedReason} />
+    </span>
+  );
 }

@@ -4,6 +4,7 @@ import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useId, useState } from "react";
 import { formatBytes, plural } from "@/lib/format.ts";
+import { useVerdict } from "@/components/access/use-verdict.ts";
 import { PageHeader } from "@/components/page-header.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Button, buttonClasses } from "@/components/ui/button.tsx";
@@ -24,6 +25,10 @@ export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmRe
   const vm = useQuery(trpc.vms.get.queryOptions({ ref: vmRef }, { refetchInterval: 5000, initialData: initial ?? undefined, retry: (count, error) => error.data?.code !== "NOT_FOUND" && count < 2 }));
   const [open, setOpen] = useState<Open>(null);
   const destroyHintId = useId();
+  const rename = useVerdict("vms.rename");
+  const describe = useVerdict("vms.setDescription");
+  const exporting = useVerdict("vms.export");
+  const destroying = useVerdict("vms.destroy");
 
   if (vm.error?.data?.code === "NOT_FOUND") {
     return (
@@ -56,13 +61,13 @@ export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmRe
       <PageHeader title={data.name || "(no name)"} description={data.description || "No description."}>
         <div className="flex flex-col items-start gap-1.5 sm:items-end">
           <div className="flex flex-wrap gap-2">
-            <Button variant="secondary" onClick={() => setOpen("rename")}>
+            <Button variant="secondary" onClick={() => setOpen("rename")} deniedReason={rename.reason}>
               Rename
             </Button>
-            <Button variant="secondary" onClick={() => setOpen("description")}>
+            <Button variant="secondary" onClick={() => setOpen("description")} deniedReason={describe.reason}>
               Edit description
             </Button>
-            <Button variant="secondary" onClick={() => setOpen("export")}>
+            <Button variant="secondary" onClick={() => setOpen("export")} deniedReason={exporting.reason}>
               Export
             </Button>
             <Button
@@ -70,6 +75,7 @@ export function VmDetails({ vmRef, initial }: { vmRef: string; initial: TGetVmRe
               onClick={() => setOpen("destroy")}
               disabled={!canDestroy}
               aria-describedby={canDestroy ? undefined : destroyHintId}
+              deniedReason={destroying.reason}
             >
               Destroy
             </Button>

@@ -2,7 +2,10 @@
 
 // One row's actions as a menu on the top layer (a popover: outside the table's scroll box, light dismiss
 // and Escape built in), keyboard-operable as a WAI-ARIA menu.
-import { useEffect, useLayoutEffect, useRef, useState, type KeyboardEvent } from "react";
+import { useEffect, useId, useLayoutEffect, useRef, useState, type KeyboardEvent } from "react";
+import { verdict } from "@/lib/access.ts";
+import type { ConsoleAction } from "@/lib/console-actions.ts";
+import { useAccess } from "@/components/access/use-verdict.ts";
 import { cn } from "@/components/ui/cn.ts";
 import type { TVolumeRow } from "@/server/api/volumes/schema.ts";
 
@@ -13,6 +16,20 @@ interface Item {
   label: string;
   danger?: boolean;
 }
+
+/** What each item asks of the toolstack (details only reads). */
+const ITEM_ACTIONS: Record<Exclude<VolumeAction, "details">, ConsoleAction> = {
+  resize: "volumes.resize",
+  snapshot: "volumes.snapshot",
+  clone: "volumes.clone",
+  revert: "volumes.revert",
+  copy: "volumes.copy",
+  download: "volumes.download",
+  rename: "volumes.rename",
+  keys: "volumes.setKey",
+  cbt: "volumes.setCbt",
+  destroy: "volumes.destroy",
+};
 
 /** "Actions for db", "Actions for db (snapshot)": a snapshot keeps its original's name. */
 export function actionsLabel(volume: TVolumeRow): string {
@@ -52,6 +69,13 @@ export function VolumeActionsMenu({
   const ref = useRef<HTMLDivElement>(null);
   const [position, setPosition] = useState<{ top: number; left: number } | null>(null);
   const items = actionsFor(volume, features);
+  const access = useAccess();
+  const menuId = useId();
+  const denied = (action: VolumeAction): string | undefined => {
+    if (action === "details") return undefined;
+    if (access === undefined) return "Checking what your role allows…";
+    return verdict(access, ITEM_ACTIONS[action]).reason;
+  };
   const onCloseRef = useRef(onClose);
   useEffect(() => {
     onCloseRef.current = onClose;
@@ -121,21 +145,33 @@ export function VolumeActionsMenu({
       style={{ position: "fixed", inset: "auto", margin: 0, top: position?.top ?? -9999, left: position?.left ?? -9999 }}
       className="min-w-56 rounded-lg border border-zinc-200 bg-white p-1 text-sm text-zinc-900 shadow-lg dark:border-zinc-700 dark:bg-zinc-900 dark:text-zinc-100"
     >
-      {items.map((item) => (
-        <button
-          key={item.action}
-          type="button"
-          role="menuitem"
-          tabIndex={-1}
-          onClick={() => onAction(item.action)}
-          className={cn(
-            "flex w-full items-center rounded-md px-2.5 py-1.5 text-left outline-none hover:bg-zinc-100 focus-visible:bg-zinc-100 dark:hover:bg-zinc-800 dark:focus-visible:bg-zinc-800",
-            item.danger && "text-red-700 dark:text-red-400",
-          )}
-        >
-          {item.label}
-        </button>
-      ))}
+      {items.map((item) => {
+        const reason = denied(item.action);
+        // Kept in the menu and in its keyboard order, saying why: what a role cannot do is shown, not hidden.
+        return (
+          <button
+            key={item.action}
+            type="button"
+            role="menuitem"
+            tabIndex={-1}
+            aria-disabled={reason === undefined ? undefined : "true"}
+            aria-describedby={reason === undefined ? undefined : `${menuId}-${item.action}`}
+            onClick={() => reason === undefined && onAction(item.action)}
+            className={cn(
+              "flex w-full flex-col items-start rounded-md px-2.5 py-1.5 text-left outline-none hover:bg-zinc-100 focus-visible:bg-zinc-100 dark:hover:bg-zinc-800 dark:focus-visible:bg-zinc-800",
+              item.danger && "text-red-700 dark:text-red-400",
+              reason !== undefined && "cursor-not-allowed opacity-60",
+            )}
+          >
+            <span>{item.label}</span>
+            {reason === undefined ? null : (
+              <span id={`${menuId}-${item.action}`} className="text-xs text-zinc-500 dark:text-zinc-400">
+                {reason}
+              </span>
+            )}
+          </button>
+        );
+      })}
     </div>
   );
 }

@@ -1,3 +1,6 @@
+"use client";
+
+import { useVerdict } from "@/components/access/use-verdict.ts";
 import { Button } from "@/components/ui/button.tsx";
 
 export interface VolumeTableHeaderProps {
@@ -13,6 +16,7 @@ export interface VolumeTableHeaderProps {
 
 /** The volume table's title, its count (announced as the filter narrows it), Compare and Create. */
 export function VolumeTableHeader({ headingId, count, selectedCount, canCreate, onCompare, onCreate }: VolumeTableHeaderProps) {
+  const creating = useVerdict("volumes.create");
   return (
     <div className="flex flex-wrap items-end justify-between gap-3">
       <div>
@@ -27,7 +31,7 @@ export function VolumeTableHeader({ headingId, count, selectedCount, canCreate, 
         <Button variant="secondary" disabled={selectedCount !== 2} onClick={onCompare} title={selectedCount === 2 ? undefined : "Select two volumes to compare"}>
           Compare{selectedCount > 0 ? ` (${selectedCount} of 2)` : ""}
         </Button>
-        <Button onClick={onCreate} disabled={!canCreate}>
+        <Button onClick={onCreate} disabled={!canCreate} deniedReason={creating.reason}>
           Create volume
         </Button>
       </div>

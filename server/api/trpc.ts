@@ -11,6 +11,9 @@ import { defaultPluginRoot } from "../storage/registry.ts";
 import type { XenApiClient } from "../xenapi/client.ts";
 import { XenApiError } from "../xenapi/errors.ts";
 import { consoleError } from "./xenapi-error.ts";
+import { accessOf } from "../auth/access.ts";
+import { verdict } from "../../lib/access.ts";
+import type { ConsoleAction } from "../../lib/console-actions.ts";
 
 /**
  * 1. CONTEXT
@@ -79,3 +82,15 @@ export const authedProcedure = t.procedure.use(async ({ ctx, next }) => {
   if (!result.ok) throw consoleError(result.error);
   return result;
 });
+
+/**
+ * For an action the console does itself (an upload, a conformance run) rather than through a toolstack call
+ * that judges it: refused (FORBIDDEN, in words) unless the user's role allows it.
+ */
+export function actionProcedure(action: ConsoleAction) {
+  return authedProcedure.use(async ({ ctx, next }) => {
+    const judged = verdict(await accessOf(ctx.session, ctx.xapi), action);
+    if (!judged.allowed) throw new TRPCError({ code: "FORBIDDEN", message: judged.reason });
+    return next();
+  });
+}

@@ -11,6 +11,8 @@ function codeFor(code: string): TRPC_ERROR_CODE_KEY {
   switch (code) {
     case "SESSION_INVALID":
       return "UNAUTHORIZED";
+    case "RBAC_PERMISSION_DENIED":
+      return "FORBIDDEN";
     case "HANDLE_INVALID":
     case "UUID_INVALID":
       return "NOT_FOUND";

@@ -5,27 +5,60 @@ import { z } from "zod";
 import { toolstackUrl } from "../config.ts";
 import { XenApiClient } from "../xenapi/client.ts";
 import { XenApiError } from "../xenapi/errors.ts";
+import { isRole, ROLES } from "../../lib/roles.ts";
+import { CONSOLE_LOGIN_LIMITS, LoginLimiter } from "../login-limiter.ts";
 import { seal, unseal } from "./seal.ts";
 
 export const SESSION_COOKIE = "hangar_session";
 /** How long the browser keeps the cookie; the toolstack's idle timeout ends the session itself sooner. */
 export const SESSION_COOKIE_MAX_AGE_S = 7 * 24 * 3600;
 
-const ZConsoleSession = z.object({ session: z.string().startsWith("OpaqueRef:"), user: z.string(), since: z.number() });
+const ZConsoleSession = z.object({
+  session: z.string().startsWith("OpaqueRef:"),
+  user: z.string(),
+  since: z.number(),
+  /** The user's role at login (the toolstack ends the session if it changes); root is pool-admin and superuser. */
+  role: z.enum(ROLES),
+  superuser: z.boolean(),
+});
 export type ConsoleSession = z.infer<typeof ZConsoleSession>;
 
 /** A login the user can act on: wrong credentials, or a toolstack that cannot be reached. */
-export class LoginError extends Error {}
+export class LoginError extends Error {
+  /** Whether it counts against the user and their address (a wrong password does; a toolstack down does not). */
+  readonly countsAsFailure: boolean;
+  constructor(message: string, countsAsFailure = false) {
+    super(message);
+    this.countsAsFailure = countsAsFailure;
+  }
+}
+
+/** The console's failed logins, per user and per browser address (one console process). */
+export const consoleLogins: LoginLimiter = ((globalThis as { __hangarConsoleLogins?: LoginLimiter }).__hangarConsoleLogins ??= new LoginLimiter(CONSOLE_LOGIN_LIMITS));
+
+const ZSessionRecord = z.looseObject({ is_local_superuser: z.boolean(), auth_user_name: z.string(), rbac_permissions: z.array(z.string()) });
+
+/** Why the toolstack would not let a user in, in words they can act on. */
+function loginRefusal(error: unknown): LoginError {
+  if (!(error instanceof XenApiError)) return new LoginError(`The toolstack at ${toolstackUrl()} cannot be reached: ${(error as Error).message}`);
+  if (error.code === "SESSION_AUTHENTICATION_FAILED") return error.params[1]?.startsWith("Too many failed logins") ? new LoginError(error.params[1]) : new LoginError("Wrong user name or password.", true);
+  if (error.code === "SESSION_AUTHORIZATION_FAILED") return new LoginError("This account may not use this pool: ask a pool administrator to add it (or one of its groups) on the Users page.", true);
+  if (error.code === "RBAC_PERMISSION_DENIED") return new LoginError("This account has no role in this pool yet: ask a pool administrator to give it one on the Users page.", true);
+  if (error.code === "AUTH_SERVICE_ERROR") return new LoginError(`The directory could not check the password: ${error.params[0] ?? ""}`);
+  return new LoginError(`${error.code}: ${error.params.join(" ")}`);
+}
 
 export async function logIn(user: string, password: string): Promise<{ cookie: string; session: ConsoleSession }> {
   let client: XenApiClient;
   try {
     client = await XenApiClient.login(toolstackUrl(), user, password, "hangar-console");
   } catch (error) {
-    if (error instanceof XenApiError && error.code === "SESSION_AUTHENTICATION_FAILED") throw new LoginError("Wrong user name or password.");
-    throw new LoginError(`The toolstack at ${toolstackUrl()} cannot be reached: ${(error as Error).message}`);
+    throw loginRefusal(error);
   }
-  const session: ConsoleSession = { session: client.session, user, since: Date.now() };
+  const record = await client.call(ZSessionRecord, "session.get_record", client.session);
+  const role = record.is_local_superuser ? "pool-admin" : record.rbac_permissions[0];
+  if (role === undefined || !isRole(role)) throw new LoginError("The toolstack gave this session no role.");
+  const session: ConsoleSession = { session: client.session, user: record.auth_user_name || user, since: Date.now(), role, superuser: record.is_local_superuser };
   return { cookie: seal(session), session };
 }
 

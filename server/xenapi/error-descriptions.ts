@@ -3,7 +3,17 @@
 
 const WORDS: Record<string, (p: readonly string[]) => string> = {
   SESSION_INVALID: () => "Your session has ended. Log in again.",
-  SESSION_AUTHENTICATION_FAILED: () => "Wrong user name or password.",
+  SESSION_AUTHENTICATION_FAILED: (p) => (p[1]?.startsWith("Too many failed logins") ? p[1] : "Wrong user name or password."),
+  SESSION_AUTHORIZATION_FAILED: () => "This account may not use this pool: a pool administrator adds it (or one of its groups) on the Users page.",
+  RBAC_PERMISSION_DENIED: (p) => `Your role does not allow this (${p[0] ?? "?"}). ${(p[1] ?? "").replace(/^No permission in user session\. \(Roles with this permission: (.*)\)$/, "Roles that may: $1.")}`,
+  SUBJECT_ALREADY_EXISTS: () => "That user or group is already listed.",
+  SUBJECT_CANNOT_BE_RESOLVED: () => "The directory has no user or group with that DN.",
+  ROLE_NOT_FOUND: () => "No such role.",
+  AUTH_IS_DISABLED: () => "The directory is off: turn it on first.",
+  AUTH_ALREADY_ENABLED: () => "A directory is already on: turn it off first.",
+  AUTH_ENABLE_FAILED: (p) => `The directory could not be used: ${p[0] ?? "no reason given"}`,
+  AUTH_SERVICE_ERROR: (p) => `The directory failed: ${p[0] ?? "no reason given"}`,
+  CHANGE_PASSWORD_REJECTED: (p) => `The password was not changed: ${p[0] ?? "no reason given"}.`,
   HANDLE_INVALID: (p) => `The ${thing(p[0])} no longer exists: it may have been removed in another window.`,
   UUID_INVALID: (p) =>
     p[0] === "VDI" ? "The volume no longer exists: it may have been destroyed in another window." : `No ${thing(p[0])} has the uuid ${p[1] ?? ""}.`,

@@ -14,7 +14,7 @@ import { settled } from "./runs.ts";
 // Conformance never asks the toolstack: a session the console sealed is all the caller needs (every procedure
 // asks the toolstack whether the session holds first, and goes on when it cannot be reached: here it cannot).
 process.env.HANGAR_TOOLSTACK_URL = "http://127.0.0.1:9";
-const session = { session: "OpaqueRef:conformance-test", user: "root", since: 0 };
+const session = { session: "OpaqueRef:conformance-test", user: "root", since: 0, role: "pool-admin" as const, superuser: true };
 const caller = createCaller({ headers: new Headers(), pluginRoot: defaultPluginRoot(), session });
 const anonymous = createCaller({ headers: new Headers(), pluginRoot: defaultPluginRoot(), session: undefined });
 

@@ -2,12 +2,12 @@
 // tens of seconds), started here and polled by id; its results arrive check by check.
 import "server-only";
 
-import { createTRPCRouter, authedProcedure } from "../trpc.ts";
+import { actionProcedure, createTRPCRouter, authedProcedure } from "../trpc.ts";
 import { cancelRun, getRun, listRuns, startRun } from "./runs.ts";
 import { ZConformanceRun, ZConformanceRunIdSchema, ZConformanceRunsResponse, ZConformanceRunsSchema, ZStartConformanceSchema } from "./schema.ts";
 
 export const conformanceRouter = createTRPCRouter({
-  run: authedProcedure
+  run: actionProcedure("conformance.run")
     .input(ZStartConformanceSchema)
     .output(ZConformanceRun)
     .mutation(({ ctx, input }) => startRun(ctx.pluginRoot, input)),
@@ -22,7 +22,7 @@ export const conformanceRouter = createTRPCRouter({
     .output(ZConformanceRunsResponse)
     .query(({ input }) => ({ runs: listRuns(input.plugin) })),
 
-  cancel: authedProcedure
+  cancel: actionProcedure("conformance.run")
     .input(ZConformanceRunIdSchema)
     .output(ZConformanceRun)
     .mutation(({ input }) => cancelRun(input.id)),

@@ -2,16 +2,16 @@
 // URL), and either follows its progress.
 import "server-only";
 
-import { authedProcedure, createTRPCRouter } from "../trpc.ts";
+import { actionProcedure, authedProcedure, createTRPCRouter } from "../trpc.ts";
 import { exportProgress, startDiskExport, startExport } from "./export.ts";
 import { ZExportProgressResponse, ZExportProgressSchema, ZStartDiskExportSchema, ZStartExportResponse, ZStartExportSchema } from "./schema.ts";
 
 export const downloadsRouter = createTRPCRouter({
-  startExport: authedProcedure
+  startExport: actionProcedure("vms.export")
     .input(ZStartExportSchema)
     .output(ZStartExportResponse)
     .mutation(({ ctx, input }) => startExport(ctx.xapi, input.vmRef, input.compression, input.format)),
-  startDiskExport: authedProcedure
+  startDiskExport: actionProcedure("volumes.download")
     .input(ZStartDiskExportSchema)
     .output(ZStartExportResponse)
     .mutation(({ ctx, input }) => startDiskExport(ctx.xapi, input)),

@@ -12,7 +12,7 @@ const xapiRoot = resolve(import.meta.dirname, "../../storage/fixtures/xapi-root"
 // Listing plugins never asks the toolstack, so a session the console sealed is all these callers need (every
 // procedure asks the toolstack whether the session holds first, and goes on when it cannot be reached: here it cannot).
 process.env.HANGAR_TOOLSTACK_URL = "http://127.0.0.1:9";
-const session = { session: "OpaqueRef:plugins-test", user: "root", since: 0 };
+const session = { session: "OpaqueRef:plugins-test", user: "root", since: 0, role: "pool-admin" as const, superuser: true };
 const callerFor = (pluginRoot: string) => createCaller({ headers: new Headers(), pluginRoot, session });
 
 test("plugins refuses a caller without a session: UNAUTHORIZED, 401 over HTTP", async () => {

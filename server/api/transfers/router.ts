@@ -1,7 +1,7 @@
 // Transfers: the user's uploads (VM imports while uploading) with their import tasks.
 import "server-only";
 
-import { authedProcedure, createTRPCRouter } from "../trpc.ts";
+import { actionProcedure, authedProcedure, createTRPCRouter } from "../trpc.ts";
 import { cancelTransfer, importFromUrl } from "./import-url.ts";
 import { listUploads } from "./list-uploads.ts";
 import { ZCancelTransferResponse, ZCancelTransferSchema, ZImportFromUrlResponse, ZImportFromUrlSchema, ZListUploadsResponse, ZListUploadsSchema } from "./schema.ts";
@@ -12,7 +12,7 @@ export const transfersRouter = createTRPCRouter({
     .output(ZListUploadsResponse)
     .query(({ ctx, input }) => listUploads(ctx.xapi, ctx.session, input?.ids)),
   /** The console fetches an http(s) URL into the same pipeline as an upload. */
-  importFromUrl: authedProcedure
+  importFromUrl: actionProcedure("vms.import")
     .input(ZImportFromUrlSchema)
     .output(ZImportFromUrlResponse)
     .mutation(({ ctx, input }) => importFromUrl(ctx.xapi, ctx.session, input)),

@@ -4,6 +4,7 @@
 // secrets and configuration maps never reach the trail, and session refs are never among the arguments kept.
 import type { Toolstack } from "../toolstack.ts";
 import type { AuditArg } from "../../xenapi/audit-log.ts";
+import { roleByRef } from "./roles.ts";
 
 /** Parameters kept by value: they name or describe what the call acts on. */
 const BY_VALUE = new Set(["name", "label", "description", "name_label", "name_description", "new_name", "uname", "originator", "service_name", "auth_type", "subject_identifier", "key", "format", "mode", "type", "uuid", "device", "userdevice", "MAC", "vdi", "sr_uuid", "base", "use_compression", "checksum", "offset", "method"]);
@@ -22,7 +23,9 @@ async function named(ts: Toolstack, name: string, ref: string): Promise<AuditArg
   const object = await ts.db.get<{ uuid: string; name_label: string }>("SELECT uuid, name_label FROM objects WHERE ref = ?", [ref]);
   if (object !== undefined) return [name, object.name_label, object.uuid, ref];
   const vdi = await ts.db.get<{ uuid: string }>("SELECT uuid FROM vdi_locations WHERE ref = ?", [ref]);
-  return [name, "", vdi?.uuid ?? "", ref];
+  if (vdi !== undefined) return [name, "", vdi.uuid, ref];
+  const role = roleByRef(ref);
+  return role === undefined ? [name, "", "", ref] : [name, role, ref.slice("OpaqueRef:".length), ref];
 }
 
 async function describe(ts: Toolstack, action: string, name: string, value: unknown, out: AuditArg[]): Promise<void> {

@@ -88,7 +88,7 @@ describe("the audit trail", () => {
     assert.match(lines[0]!, /^\[\d{8}T\d\d:\d\d:\d\d\.\d{3}Z\|audit\|[^|]+\|[^\]]*\] \('trackid=[0-9a-f]{32}' '[^']*' '[^']*' '(ALLOWED|DENIED)' '[^']*' '(API|HTTP)' '[^']+' \(.*\)\)$/);
     const compact = since.replaceAll("-", "").replace(/Z$/, "");
     const same = await (await fetch(`${toolstack.client.url}/audit_log?session_id=${operator}&since=${compact}`)).text();
-    assert.equal(same.split("\n").length, text.split("\n").length + 1, "xapi's compact form of the same time (the line reading the log is one more)");
+    assert.equal(same, text, "xapi's compact form of the same time (reading the trail adds no row to it)");
     const json = await (await fetch(`${toolstack.client.url}/audit_log?session_id=${root}&format=json&decision=DENIED&user=olga`)).text();
     const denied = json.trim().split("\n").map((line) => JSON.parse(line) as AuditRow);
     assert.ok(denied.length >= 2 && denied.every((row) => row.decision === "DENIED" && row.subject_name === "olga"));

@@ -9,9 +9,11 @@ export interface HttpAction {
   method: string;
   permission: string;
   role: Role;
+  /** Whether the audit trail records it: a disk or a VM going in or out does; reading the trail itself does not. */
+  audited: boolean;
 }
 
-const action = (method: string, path: string, name: string, role: Role): HttpAction => ({ path, method, permission: `http/${name}`, role });
+const action = (method: string, path: string, name: string, role: Role, audited = true): HttpAction => ({ path, method, permission: `http/${name}`, role, audited });
 
 export const HTTP_ACTIONS: readonly HttpAction[] = [
   action("PUT", "/import", "put_import", "vm-admin"),
@@ -20,10 +22,10 @@ export const HTTP_ACTIONS: readonly HttpAction[] = [
   action("GET", "/export", "get_export", "vm-admin"),
   action("GET", "/export_metadata", "get_export_metadata", "vm-admin"),
   action("GET", "/export_raw_vdi", "get_export_raw_vdi", "vm-admin"),
-  action("GET", "/audit_log", "get_audit_log", "read-only"),
-  action("GET", "/metrics", "get_metrics", "read-only"),
-  action("GET", "/plugins", "get_plugins", "read-only"),
-  action("POST", "/plugins", "post_plugins/read", "read-only"),
+  action("GET", "/audit_log", "get_audit_log", "read-only", false),
+  action("GET", "/metrics", "get_metrics", "read-only", false),
+  action("GET", "/plugins", "get_plugins", "read-only", false),
+  action("POST", "/plugins", "post_plugins/read", "read-only", false),
   action("POST", "/plugins", "post_plugins/write", "pool-admin"),
 ];
 

@@ -49,15 +49,6 @@ export function permissionNames(methods: MethodTable, role: Role): string[] {
     .sort();
 }
 
-/** The ref of one of the six roles (the permissions are not roles a subject can be given). */
-export function roleByRef(ref: string): Role | undefined {
-  return ROLES.find((role) => roleRef(nameUuid(role)) === ref);
-}
-
-export function refOfRole(role: Role): string {
-  return roleRef(nameUuid(role));
-}
-
 function entry(methods: MethodTable, ref: string): RoleEntry {
   const found = roleEntries(methods).find((e) => e.ref === ref);
   if (found === undefined) throw xenErrors.handleInvalid("role", ref);

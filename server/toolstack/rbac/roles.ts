@@ -4,7 +4,7 @@
 // uuids that are the MD5 of their names (pool-admin's is xapi's constant), so clients that know them match.
 import { createHash } from "node:crypto";
 import { XenApiError } from "../../xenapi/errors.ts";
-import { type Role, rolesWith } from "../../../lib/roles.ts";
+import { type Role, ROLES, rolesWith } from "../../../lib/roles.ts";
 
 export { allows, highest, isRole, type Role, ROLES, rolesWith } from "../../../lib/roles.ts";
 
@@ -29,6 +29,15 @@ export function nameUuid(name: string): string {
 /** A role's or permission's ref, as xapi makes it: fixed, from its uuid. */
 export function roleRef(uuid: string): string {
   return `OpaqueRef:${uuid}`;
+}
+
+/** The ref of one of the six roles (the permissions are not roles a subject can be given). */
+export function roleByRef(ref: string): Role | undefined {
+  return ROLES.find((role) => roleRef(nameUuid(role)) === ref);
+}
+
+export function refOfRole(role: Role): string {
+  return roleRef(nameUuid(role));
 }
 
 /** The permission of a call (its sync name) or of an HTTP action (`http/put_import`). */

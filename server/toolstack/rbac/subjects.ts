@@ -12,8 +12,8 @@ import { XenApiError } from "../../xenapi/errors.ts";
 import type { XenRecord } from "../../xenapi/values.ts";
 import { lookup, normalizeDn } from "./directory.ts";
 import { currentDirectory, directoryFailure, authErrors } from "./external-auth.ts";
-import { permissionNames, roleByRef } from "./role-calls.ts";
-import { highest, type Role } from "./roles.ts";
+import { permissionNames } from "./role-calls.ts";
+import { highest, type Role, roleByRef } from "./roles.ts";
 
 export const LOCAL_PREFIX = "local:";
 /** A local user's name: letters, digits and `._-`, as login names usually are. */

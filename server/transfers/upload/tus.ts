@@ -2,7 +2,9 @@
 // dir, each one imported while it arrives (pipeline.ts). Every request needs the console session; an upload is
 // checked (file name, SR, free space) before its first byte and belongs to the user who started it.
 import { stat, statfs } from "node:fs/promises";
+import { verdict } from "../../../lib/access.ts";
 import { formatBytes } from "../../../lib/format.ts";
+import { accessOf } from "../../auth/access.ts";
 import { FileStore } from "@tus/file-store";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
@@ -125,6 +127,9 @@ function create(): Tus {
       const metadata = upload.metadata ?? {};
       const fileName = metadata.filename ?? metadata.name ?? undefined;
       try {
+        // Before a byte is kept: the import it would become is a VM administrator's.
+        const judged = verdict(await accessOf(session, clientFor(session)), "vms.import");
+        if (!judged.allowed) throw new UploadRefusal(403, `You cannot import VMs or disks: ${judged.reason}`);
         const target = await checkUpload(clientFor(session), { fileName: fileName ?? undefined, sr: metadata.sr ?? undefined, size: upload.size });
         // The spool holds the whole file: the console's own disk needs room for it too.
         const free = await spoolFree();

@@ -1,8 +1,11 @@
 import { fetchRequestHandler } from "@trpc/server/adapters/fetch";
 import { appRouter } from "@/server/api/root.ts";
 import { createTRPCContext } from "@/server/api/trpc.ts";
+import { crossSiteRefusal } from "@/server/auth/origin.ts";
 
-function handler(req: Request): Promise<Response> {
+async function handler(req: Request): Promise<Response> {
+  const refused = crossSiteRefusal(req.method, req.headers);
+  if (refused !== undefined) return Response.json({ error: { message: refused, code: -32003, data: { code: "FORBIDDEN", httpStatus: 403 } } }, { status: 403 });
   return fetchRequestHandler({
     endpoint: "/api/trpc",
     req,
@@ -10,7 +13,7 @@ function handler(req: Request): Promise<Response> {
     createContext: () => createTRPCContext({ headers: req.headers }),
     onError({ path, error }) {
       // Client mistakes (bad input, unknown object, no session) are answered, not logged; the rest an operator may need.
-      if (!["BAD_REQUEST", "NOT_FOUND", "UNAUTHORIZED", "CONFLICT", "PRECONDITION_FAILED"].includes(error.code)) {
+      if (!["BAD_REQUEST", "NOT_FOUND", "UNAUTHORIZED", "FORBIDDEN", "CONFLICT", "PRECONDITION_FAILED"].includes(error.code)) {
         console.error(`tRPC ${path ?? "<no path>"} failed: ${error.message}`);
       }
     },

@@ -1,0 +1,41 @@
+// What the audit router takes and returns: the trail's rows, newest first, filtered; and whether its chain holds.
+import { z } from "zod";
+
+export const ZAuditListSchema = z.object({
+  user: z.string().trim().max(256).optional(),
+  action: z.string().trim().max(256).optional(),
+  outcome: z.enum(["OK", "ERROR", "DENIED"]).optional(),
+  /** ISO 8601 times; rows from `since`, before `until`. */
+  since: z.iso.datetime({ offset: true }).optional(),
+  until: z.iso.datetime({ offset: true }).optional(),
+  limit: z.number().int().min(1).max(2000).default(500),
+});
+
+export const ZAuditEntry = z.object({
+  id: z.number(),
+  time: z.string(),
+  host: z.string(),
+  user: z.string(),
+  subject: z.string(),
+  client: z.string(),
+  decision: z.enum(["ALLOWED", "DENIED"]),
+  outcome: z.string(),
+  kind: z.enum(["API", "HTTP"]),
+  action: z.string(),
+  /** The arguments kept, in words: `self: web01 (uuid)`. */
+  args: z.array(z.string()),
+});
+
+export const ZAuditListResponse = z.object({ entries: z.array(ZAuditEntry), more: z.boolean() });
+
+export const ZAuditVerifyResponse = z.object({
+  ok: z.boolean(),
+  rows: z.number(),
+  first: z.string().nullable(),
+  last: z.string().nullable(),
+  head: z.string().nullable(),
+  reason: z.string().nullable(),
+});
+
+export type TAuditEntry = z.infer<typeof ZAuditEntry>;
+export type TAuditList = z.infer<typeof ZAuditListSchema>;
