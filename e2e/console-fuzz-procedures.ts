@@ -2,6 +2,7 @@
 // (console.fuzz.spec.ts): a plain list, as the spec cannot import the router (server-only). The unit test
 // server/api/procedures.test.ts checks it against the router, so a procedure added there is fuzzed too.
 export const CONSOLE_PROCEDURES = {
+  "access.me": "query",
   "plugins.list": "query",
   "plugins.diagnostics": "query",
   "conformance.run": "mutation",
@@ -51,6 +52,19 @@ export const CONSOLE_PROCEDURES = {
   "transfers.uploads": "query",
   "transfers.importFromUrl": "mutation",
   "transfers.cancel": "mutation",
+  "users.list": "query",
+  "users.createLocal": "mutation",
+  "users.addDirectorySubject": "mutation",
+  "users.setRole": "mutation",
+  "users.resetPassword": "mutation",
+  "users.setDisabled": "mutation",
+  "users.remove": "mutation",
+  "users.changeOwnPassword": "mutation",
+  "users.testDirectory": "mutation",
+  "users.enableDirectory": "mutation",
+  "users.disableDirectory": "mutation",
+  "audit.list": "query",
+  "audit.verify": "query",
 } as const satisfies Record<string, "query" | "mutation">;
 
 export type ConsoleProcedure = keyof typeof CONSOLE_PROCEDURES;

@@ -310,8 +310,26 @@ function validInputs(w: World): Record<ConsoleProcedure, readonly unknown[] | nu
     "transfers.uploads": [undefined, {}, { ids: ["f022"] }],
     "transfers.importFromUrl": [{ url: "http://127.0.0.1:1/fuzz.xva", sr: FAKE_REF }, { url: "https://fuzz.invalid/vm.xva", sr: FAKE_REF }],
     "transfers.cancel": [{ id: "f022" }],
+    "access.me": null,
+    "users.list": null,
+    // Refused by the toolstack however they are mangled: root is no local user to make, no directory is on, the
+    // refs name nothing, the old password is not root's, the directory's URL reaches nothing.
+    "users.createLocal": [{ name: "root", password: "fuzz-password", role: "read-only" }],
+    "users.addDirectorySubject": [{ dn: "cn=fuzz,dc=invalid", role: "read-only" }],
+    "users.setRole": [{ subject: FAKE_REF, role: "vm-admin" }, { subject: FAKE_REF, role: null }],
+    "users.resetPassword": [{ subject: FAKE_REF, password: "fuzz-password" }],
+    "users.setDisabled": [{ subject: FAKE_REF, disabled: true }],
+    "users.remove": [{ subject: FAKE_REF }],
+    "users.changeOwnPassword": [{ old: "not-the-old-password", new: "fuzz-password" }],
+    "users.testDirectory": [DIRECTORY],
+    "users.enableDirectory": [DIRECTORY],
+    "users.disableDirectory": null,
+    "audit.list": [{}, { user: "root", outcome: "DENIED", limit: 5 }, { since: "2026-01-01T00:00:00Z", action: "VM.destroy" }],
+    "audit.verify": null,
   };
 }
+
+const DIRECTORY = { serviceName: "fuzz", url: "ldap://127.0.0.1:1", starttls: true, caCert: "", bindDn: "cn=fuzz", bindPassword: "fuzz", userBase: "dc=invalid", userFilter: "", userNameAttribute: "", groupBase: "", groupFilter: "" };
 
 /** Hosts an import from URL may name: refused before any connection (loopback, unspecified, or no such name). */
 function safeUrl(text: string): string {
