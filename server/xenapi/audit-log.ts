@@ -62,6 +62,7 @@ export function auditLine(row: AuditRow): string {
   const quote = (text: string) => `'${text.replace(/[\\'"]/g, (c) => `\\${c}`).replace(/[\r\n]/g, " ")}'`;
   const args = (JSON.parse(row.args) as AuditArg[]).map((arg) => `(${arg.map(quote).join(" ")})`).join(" ");
   const time = row.time.replaceAll("-", "");
-  return `[${time}|audit|${row.host}|${row.client}] (${[`trackid=${row.trackid}`, row.subject_sid, row.subject_name, row.decision, row.outcome, row.kind, row.action].map(quote).join(" ")} (${args}))`;
+  // One line whatever a field holds: a line break anywhere would forge the next row of the log.
+  return `[${time}|audit|${row.host}|${row.client}] (${[`trackid=${row.trackid}`, row.subject_sid, row.subject_name, row.decision, row.outcome, row.kind, row.action].map(quote).join(" ")} (${args}))`.replace(/[\r\n]/g, " ");
 }
 

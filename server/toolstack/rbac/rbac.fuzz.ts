@@ -103,7 +103,12 @@ describe("fuzz: RBAC on a live toolstack", () => {
       .filter((def) => def.session && !["session.logout", "session.change_password", "pool.disable_external_auth", "subject.destroy", "subject.hangar_set_password", "subject.hangar_set_disabled", "subject.remove_from_roles", "subject.add_to_roles", "session.logout_subject_identifier", "pool.emergency_transition_to_master", "pool.designate_new_master"].includes(def.name))
       .map((def) => def.name);
     const query = fc.dictionary(fc.constantFrom("since", "until", "format", "user", "action", "decision", "outcome", "limit", "newest_first", "verify", "x"), fc.oneof(text, fc.constantFrom("2026-01-01", "20260101T00:00:00", "json", "text", "true", "DENIED", "OK", "-1", "100001", "%zz")), { maxKeys: 4 });
-    const call = fc.record({ role: fc.constantFrom(...ROLES), name: fc.constantFrom(...names), args: fc.array(xenValue, { maxLength: 5 }) });
+    // Mostly as many arguments as the call takes (so most cases get past the count to the role and the values).
+    const call = fc.constantFrom(...names).chain((name) => {
+      const count = ts.methods.get(name)!.params.length;
+      const args = fc.oneof({ weight: 4, arbitrary: fc.array(xenValue, { minLength: count, maxLength: count }) }, { weight: 1, arbitrary: fc.array(xenValue, { maxLength: 5 }) });
+      return fc.record({ role: fc.constantFrom(...ROLES), name: fc.constant(name), args });
+    });
     await fuzz(t, "rbac calls", CALL_BUDGET, fc.oneof(call, query.map((q) => ({ query: q }))), async (value) => {
       if ("query" in value) {
         const search = Object.entries(value.query).map(([k, v]) => `${k}=${encodeURIComponent(v)}`).join("&");
