@@ -78,6 +78,21 @@ test("a read-only user sees every page with each action disabled, saying why; th
   await page.screenshot({ path: test.info().outputPath("read-only-tasks.png"), fullPage: true });
 });
 
+test("a VM operator can copy nothing, but cancels their own task", async ({ page }) => {
+  const name = `operator-${Date.now()}`;
+  await addLocalUser(page, name, "operator-password", "vm-operator");
+  const own = String(await rpc("session.login_with_password", [name, "operator-password"]));
+  const label = `${name}'s own work`;
+  await rpc("task.create", [own, label, "a task of the operator's"]);
+  await page.getByRole("button", { name: "Log out" }).click();
+  await logInAs(page, name, "operator-password");
+  await page.goto("/tasks");
+  await expectDenied(page, "Copy or mirror a volume", /^Needs the vm-admin role or higher; you are vm-operator\.$/);
+  await page.getByRole("button", { name: `Cancel ${label}` }).click();
+  await expect(page.getByRole("button", { name: `Cancel ${label}` })).toHaveCount(0);
+  await expect(page.getByText(/Your role does not allow this/)).toHaveCount(0);
+});
+
 test("the Users and Audit pages at 1280 and 360 px, light and dark; the audit filters narrow the rows", async ({ page }) => {
   await addLocalUser(page, `operator-${Date.now()}`, "operator-password", "vm-operator");
   for (const scheme of ["light", "dark"] as const) {

@@ -109,3 +109,16 @@ export function auditRetentionMs(): number {
   if (!(value > 0) || !Number.isFinite(value)) throw new Error(`HANGAR_AUDIT_RETENTION_DAYS must be a number of days > 0 (got ${process.env.HANGAR_AUDIT_RETENTION_DAYS})`);
   return value * 24 * 60 * 60 * 1000;
 }
+
+/**
+ * Addresses whose X-Forwarded-For the toolstack believes, to name the client a call is made for in the audit
+ * trail and the login limits (HANGAR_TRUSTED_PROXIES, comma-separated; default this host's loopback, where
+ * `npm start` runs the console). "" trusts none.
+ */
+export function trustedProxies(): string[] {
+  const value = process.env.HANGAR_TRUSTED_PROXIES ?? "127.0.0.1,::1";
+  return value
+    .split(",")
+    .map((address) => address.trim())
+    .filter((address) => address !== "");
+}

@@ -5,7 +5,7 @@ import { redirect } from "next/navigation";
 import { z } from "zod";
 import type { LogInState } from "@/components/auth/login-form.tsx";
 import { isSafeNext } from "@/server/auth/current.ts";
-import { consoleLogins, LoginError, SESSION_COOKIE, cookieAttributes, logIn, logOut, sessionFromCookie } from "@/server/auth/session.ts";
+import { browserAddress, consoleLogins, LoginError, SESSION_COOKIE, cookieAttributes, logIn, logOut, sessionFromCookie } from "@/server/auth/session.ts";
 import { tooManyFailures } from "@/server/login-limiter.ts";
 
 const ZLogInSchema = z.object({
@@ -19,14 +19,13 @@ export async function logInAction(_previous: LogInState, form: FormData): Promis
   if (!parsed.success) return { error: parsed.error.issues[0]?.message ?? "Fill in the form.", user: String(form.get("user") ?? "") };
   const { user, password, next } = parsed.data;
   const requestHeaders = await headers();
-  // Next sets X-Forwarded-For to the socket's address unless a proxy (or the client) sent one: the per-user
-  // limit holds whatever it says.
-  const client = (requestHeaders.get("x-forwarded-for") ?? "").split(",")[0]!.trim();
+  // (A client may name another address than its own here: the per-user limit holds whatever it says.)
+  const client = browserAddress(requestHeaders);
   const wait = consoleLogins.waitSeconds(user, client);
   if (wait > 0) return { error: tooManyFailures(wait), user };
   let cookie: string;
   try {
-    ({ cookie } = await logIn(user, password));
+    ({ cookie } = await logIn(user, password, client));
   } catch (error) {
     if (error instanceof LoginError) {
       if (error.countsAsFailure) consoleLogins.failed(user, client);

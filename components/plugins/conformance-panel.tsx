@@ -3,7 +3,7 @@
 import { skipToken, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { formatDuration, plural } from "@/lib/format.ts";
-import { useVerdict } from "@/components/access/use-verdict.ts";
+import { useVerdict } from "@/components/access/use-verdict.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";

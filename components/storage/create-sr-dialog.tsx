@@ -1,6 +1,6 @@
 "use client";
 
-import { useVerdict } from "@/components/access/use-verdict.ts";
+import { useVerdict } from "@/components/access/use-verdict.tsx";
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
 import { useEffect, useId, useRef, useState } from "react";

@@ -1,6 +1,6 @@
 "use client";
 
-import { useVerdict } from "@/components/access/use-verdict.ts";
+import { useVerdict } from "@/components/access/use-verdict.tsx";
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useState } from "react";
 import { formatBytes, formatDuration, formatPercent, formatRate, formatRelativeTime, plural } from "@/lib/format.ts";

@@ -7,7 +7,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useRef, useState, useSyncExternalStore, type DragEvent, type ReactNode } from "react";
 import { formatBytes, formatRate, formatTimeLeft } from "@/lib/format.ts";
-import { useVerdict } from "@/components/access/use-verdict.ts";
+import { useVerdict } from "@/components/access/use-verdict.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Button } from "@/components/ui/button.tsx";

@@ -4,7 +4,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useId, useState } from "react";
 import { ROLES, type Role } from "@/lib/roles.ts";
 import { plural } from "@/lib/format.ts";
-import { useVerdict } from "@/components/access/use-verdict.ts";
+import { useVerdict } from "@/components/access/use-verdict.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Alert } from "@/components/ui/alert.tsx";
 import { Badge } from "@/components/ui/badge.tsx";
@@ -44,18 +44,11 @@ export function UserList({ subjects }: { subjects: TSubject[] }) {
           <caption className="sr-only">Users and groups who may log in, with their roles</caption>
           <thead className="border-b border-zinc-200 text-xs text-zinc-500 dark:border-zinc-800 dark:text-zinc-400">
             <tr>
-              <th scope="col" className="py-2 pr-3 font-medium">
-                Name
-              </th>
-              <th scope="col" className="py-2 pr-3 font-medium">
-                Kind
-              </th>
-              <th scope="col" className="py-2 pr-3 font-medium">
-                Role
-              </th>
-              <th scope="col" className="py-2 pr-3 font-medium">
-                Status
-              </th>
+              {["Name", "Kind", "Role", "Status"].map((head) => (
+                <th key={head} scope="col" className="py-2 pr-3 font-medium">
+                  {head}
+                </th>
+              ))}
               <th scope="col" className="py-2 font-medium">
                 <span className="sr-only">Actions</span>
               </th>

@@ -4,7 +4,7 @@ import { useQuery } from "@tanstack/react-query";
 import Link from "next/link";
 import { useId, useState } from "react";
 import { formatBytes, plural } from "@/lib/format.ts";
-import { useVerdict } from "@/components/access/use-verdict.ts";
+import { useVerdict } from "@/components/access/use-verdict.tsx";
 import { PageHeader } from "@/components/page-header.tsx";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { Button, buttonClasses } from "@/components/ui/button.tsx";

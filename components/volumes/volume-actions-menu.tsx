@@ -5,7 +5,7 @@
 import { useEffect, useId, useLayoutEffect, useRef, useState, type KeyboardEvent } from "react";
 import { verdict } from "@/lib/access.ts";
 import type { ConsoleAction } from "@/lib/console-actions.ts";
-import { useAccess } from "@/components/access/use-verdict.ts";
+import { useAccess } from "@/components/access/use-verdict.tsx";
 import { cn } from "@/components/ui/cn.ts";
 import type { TVolumeRow } from "@/server/api/volumes/schema.ts";
 

@@ -1,6 +1,6 @@
 "use client";
 
-import { useVerdict } from "@/components/access/use-verdict.ts";
+import { useVerdict } from "@/components/access/use-verdict.tsx";
 import { Button } from "@/components/ui/button.tsx";
 
 export interface VolumeTableHeaderProps {

@@ -6,7 +6,7 @@ import "server-only";
 
 import { initTRPC, TRPCError } from "@trpc/server";
 import { z, ZodError } from "zod";
-import { type ConsoleSession, clientFor, sessionFromHeaders } from "../auth/session.ts";
+import { browserAddress, type ConsoleSession, clientFor, sessionFromHeaders } from "../auth/session.ts";
 import { defaultPluginRoot } from "../storage/registry.ts";
 import type { XenApiClient } from "../xenapi/client.ts";
 import { XenApiError } from "../xenapi/errors.ts";
@@ -69,7 +69,7 @@ export const publicProcedure = t.procedure;
  */
 export const authedProcedure = t.procedure.use(async ({ ctx, next }) => {
   if (ctx.session === undefined) throw new TRPCError({ code: "UNAUTHORIZED", message: "Log in to use the console." });
-  const xapi: XenApiClient = clientFor(ctx.session);
+  const xapi: XenApiClient = clientFor(ctx.session, browserAddress(ctx.headers));
   // The cookie says who logged in, not that the session still holds: the toolstack is asked first, so that a
   // procedure that never asks it (plugins, conformance, uploads) refuses a session logged out since as the
   // others do. A toolstack that does not answer leaves that to the procedure (its own words, SERVICE_UNAVAILABLE).

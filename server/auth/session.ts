@@ -48,10 +48,10 @@ function loginRefusal(error: unknown): LoginError {
   return new LoginError(`${error.code}: ${error.params.join(" ")}`);
 }
 
-export async function logIn(user: string, password: string): Promise<{ cookie: string; session: ConsoleSession }> {
+export async function logIn(user: string, password: string, browser = ""): Promise<{ cookie: string; session: ConsoleSession }> {
   let client: XenApiClient;
   try {
-    client = await XenApiClient.login(toolstackUrl(), user, password, "hangar-console");
+    client = await XenApiClient.login(toolstackUrl(), user, password, "hangar-console", forwardedFor(browser));
   } catch (error) {
     throw loginRefusal(error);
   }
@@ -91,8 +91,22 @@ export function sessionFromHeaders(headers: Headers): ConsoleSession | undefined
   return undefined;
 }
 
-export function clientFor(session: ConsoleSession): XenApiClient {
-  return new XenApiClient(toolstackUrl(), session.session);
+/**
+ * The browser's address as Next.js gives it (X-Forwarded-For, which it sets to the socket's address unless a
+ * proxy, or the client, sent one): what the console's login limit counts and the toolstack's audit names.
+ */
+export function browserAddress(headers: Headers): string {
+  return (headers.get("x-forwarded-for") ?? "").split(",")[0]!.trim();
+}
+
+/** The header that tells the toolstack whom the console calls for (it believes it from its trusted proxies only). */
+function forwardedFor(browser: string): Record<string, string> {
+  return browser === "" ? {} : { "x-forwarded-for": browser };
+}
+
+/** A client on the user's session; `browser`, the browser's address, travels with every call for the audit trail. */
+export function clientFor(session: ConsoleSession, browser = ""): XenApiClient {
+  return new XenApiClient(toolstackUrl(), session.session, forwardedFor(browser));
 }
 
 /** Whether the toolstack still honours the session (false when it says SESSION_INVALID). */

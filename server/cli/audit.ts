@@ -4,8 +4,7 @@
 import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
-import { z } from "zod";
-import { type AuditRow, verifyChain } from "../xenapi/audit-log.ts";
+import { type AuditRow, verifyChain, ZAuditRow } from "../xenapi/audit-log.ts";
 import { withClient } from "./connection.ts";
 import { parseCommandLine, UsageError } from "./usage.ts";
 
@@ -24,22 +23,6 @@ e.g. 2026-12-01 or 2026-12-01T08:00:00Z).
   --user NAME  user to log in as (default root; the read-only role is enough); password: $HANGAR_PASSWORD
 `;
 
-const ZRow = z.object({
-  id: z.number(),
-  time: z.string(),
-  host: z.string(),
-  trackid: z.string(),
-  subject_sid: z.string(),
-  subject_name: z.string(),
-  client: z.string(),
-  decision: z.enum(["ALLOWED", "DENIED"]),
-  outcome: z.string(),
-  kind: z.enum(["API", "HTTP"]),
-  action: z.string(),
-  args: z.string(),
-  prev_hash: z.string(),
-  hash: z.string(),
-});
 
 export async function run(argv: string[]): Promise<number> {
   const { values, positionals } = parseCommandLine(argv, { since: { type: "string" }, verify: { type: "boolean" }, url: { type: "string" }, user: { type: "string" } });
@@ -56,7 +39,7 @@ export async function run(argv: string[]): Promise<number> {
       return 0;
     }
     const rows = async function* (): AsyncGenerator<AuditRow> {
-      for await (const line of createInterface({ input: body, crlfDelay: Infinity })) if (line !== "") yield ZRow.parse(JSON.parse(line));
+      for await (const line of createInterface({ input: body, crlfDelay: Infinity })) if (line !== "") yield ZAuditRow.parse(JSON.parse(line));
     };
     const result = await verifyChain(rows());
     if (!result.ok) {

@@ -2,6 +2,8 @@
 // with limits on a call's body (body-limits.ts) that are small until the call names a live session; other
 // paths (the /import and /export family) are added as routes.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { isIP } from "node:net";
+import { trustedProxies } from "../config.ts";
 import type { Toolstack } from "./toolstack.ts";
 import { toXenApiError } from "./xenapi-errors.ts";
 import { BEFORE_SESSION, type BodyLimits, type ShapeLimits, withSession } from "../xenapi/body-limits.ts";
@@ -123,9 +125,15 @@ async function readCallBody(ts: Toolstack, request: IncomingMessage, response: S
 }
 
 /** `started`: when the call's handling began; the time taken is answered in `Server-Timing` (`call;dur=<ms>`). */
-/** The caller's address as the connection shows it (an IPv4 address without its IPv6 mapping prefix). */
+/**
+ * The caller's address as the connection shows it (an IPv4 address without its IPv6 mapping prefix); for a
+ * trusted proxy (HANGAR_TRUSTED_PROXIES: the console on this host by default) that names the address it calls
+ * for in X-Forwarded-For, both: `203.0.113.5 via 127.0.0.1`.
+ */
 export function clientAddress(request: IncomingMessage): string {
-  return (request.socket.remoteAddress ?? "").replace(/^::ffff:/, "");
+  const peer = (request.socket.remoteAddress ?? "").replace(/^::ffff:/, "");
+  const claimed = String(request.headers["x-forwarded-for"] ?? "").split(",").at(-1)!.trim().replace(/^::ffff:/, "");
+  return isIP(claimed) !== 0 && trustedProxies().includes(peer) ? `${claimed} via ${peer}` : peer;
 }
 
 export function send(response: ServerResponse, status: number, contentType: string, body: string, started?: number): void {

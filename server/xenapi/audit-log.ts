@@ -2,6 +2,7 @@
 // prints them (a line each), and the hash chain that links them: each row's hash covers the hash of the row
 // before and every field of its own, so whoever reads the rows can check that none was edited or removed.
 import { createHash } from "node:crypto";
+import { z } from "zod";
 
 export type Decision = "ALLOWED" | "DENIED";
 /** A value kept as it is: [name, value]; a ref, named: [name, label, uuid, ref]. */
@@ -23,6 +24,24 @@ export interface AuditRow {
   prev_hash: string;
   hash: string;
 }
+
+/** A row as GET /audit_log?format=json answers it (readers check what they are given). */
+export const ZAuditRow = z.object({
+  id: z.number(),
+  time: z.string(),
+  host: z.string(),
+  trackid: z.string(),
+  subject_sid: z.string(),
+  subject_name: z.string(),
+  client: z.string(),
+  decision: z.enum(["ALLOWED", "DENIED"]),
+  outcome: z.string(),
+  kind: z.enum(["API", "HTTP"]),
+  action: z.string(),
+  args: z.string(),
+  prev_hash: z.string(),
+  hash: z.string(),
+}) satisfies z.ZodType<AuditRow>;
 
 /** The hash before the first row. */
 export const GENESIS = "0".repeat(64);

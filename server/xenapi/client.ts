@@ -47,11 +47,11 @@ export function taskResult(task: TaskRecord): XenValue | undefined {
 }
 
 /** One call at `url` (the service's base URL); answers the result or throws the failure. */
-export async function jsonRpcCall(url: string, method: string, params: readonly unknown[]): Promise<unknown> {
+export async function jsonRpcCall(url: string, method: string, params: readonly unknown[], headers: Record<string, string> = {}): Promise<unknown> {
   const endpoint = new URL("jsonrpc", url.endsWith("/") ? url : `${url}/`);
   let response: Response;
   try {
-    response = await fetch(endpoint, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", method, params, id: 1 }) });
+    response = await fetch(endpoint, { method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", method, params, id: 1 }) });
   } catch (error) {
     const cause = (error as { cause?: { message?: string } }).cause?.message ?? (error as Error).message;
     throw new Error(`cannot reach the toolstack at ${url}: ${cause}`);
@@ -75,20 +75,23 @@ export async function jsonRpcCall(url: string, method: string, params: readonly 
 export class XenApiClient {
   readonly url: string;
   readonly session: string;
+  /** Sent with every call: a console's X-Forwarded-For, naming the browser it calls for. */
+  readonly #headers: Record<string, string>;
 
-  constructor(url: string, session: string) {
+  constructor(url: string, session: string, headers: Record<string, string> = {}) {
     this.url = url;
     this.session = session;
+    this.#headers = headers;
   }
 
-  static async login(url: string, user: string, password: string, originator = "hangar-cli"): Promise<XenApiClient> {
-    const session = await jsonRpcCall(url, "session.login_with_password", [user, password, "2.21", originator]);
-    return new XenApiClient(url, z.string().parse(session));
+  static async login(url: string, user: string, password: string, originator = "hangar-cli", headers: Record<string, string> = {}): Promise<XenApiClient> {
+    const session = await jsonRpcCall(url, "session.login_with_password", [user, password, "2.21", originator], headers);
+    return new XenApiClient(url, z.string().parse(session), headers);
   }
 
   /** A call with the session first; `schema` checks (and types) the result. */
   async call<T>(schema: z.ZodType<T>, method: string, ...params: unknown[]): Promise<T> {
-    return schema.parse(await jsonRpcCall(this.url, method, [this.session, ...params]));
+    return schema.parse(await jsonRpcCall(this.url, method, [this.session, ...params], this.#headers));
   }
 
   /** A map of ref → record (get_all_records), each record checked by `schema`. */

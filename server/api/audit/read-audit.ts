@@ -9,23 +9,10 @@ import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { toolstackUrl } from "../../config.ts";
 import type { ConsoleSession } from "../../auth/session.ts";
-import type { AuditArg } from "../../xenapi/audit-log.ts";
+import { type AuditArg, ZAuditRow } from "../../xenapi/audit-log.ts";
 import { resourceUrl } from "../../xenapi/resource.ts";
 import type { ZAuditEntry, ZAuditListSchema } from "./schema.ts";
 
-const ZRow = z.object({
-  id: z.number(),
-  time: z.string(),
-  host: z.string(),
-  subject_sid: z.string(),
-  subject_name: z.string(),
-  client: z.string(),
-  decision: z.enum(["ALLOWED", "DENIED"]),
-  outcome: z.string(),
-  kind: z.enum(["API", "HTTP"]),
-  action: z.string(),
-  args: z.string(),
-});
 
 async function fetchLog(session: ConsoleSession, query: Record<string, string | undefined>): Promise<Response> {
   const response = await fetch(resourceUrl(toolstackUrl(), session.session, "audit_log", query));
@@ -55,7 +42,7 @@ export async function listAudit(session: ConsoleSession, input: z.infer<typeof Z
   const entries: z.infer<typeof ZAuditEntry>[] = [];
   for await (const line of createInterface({ input: Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), crlfDelay: Infinity })) {
     if (line === "") continue;
-    const row = ZRow.parse(JSON.parse(line));
+    const row = ZAuditRow.parse(JSON.parse(line));
     entries.push({ id: row.id, time: row.time, host: row.host, user: row.subject_name, subject: row.subject_sid, client: row.client, decision: row.decision, outcome: row.outcome, kind: row.kind, action: row.action, args: (JSON.parse(row.args) as AuditArg[]).map(words) });
   }
   return { entries: entries.slice(0, input.limit), more: entries.length > input.limit };

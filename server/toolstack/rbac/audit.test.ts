@@ -80,6 +80,22 @@ describe("the audit trail", () => {
     assert.ok(!last.args.includes(operator), "the session_id argument is left out");
   });
 
+  test("a call through a trusted proxy (the console) names the browser it was made for, and the proxy; anyone else's claim is not believed", async () => {
+    const call = (headers: Record<string, string>) =>
+      fetch(`${toolstack.client.url}/jsonrpc`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify({ jsonrpc: "2.0", method: "task.create", params: [root, "proxied", ""], id: 1 }) });
+    await call({ "x-forwarded-for": "203.0.113.9" });
+    assert.equal((await rows()).at(-1)!.client, "203.0.113.9 via 127.0.0.1");
+    process.env.HANGAR_TRUSTED_PROXIES = "";
+    try {
+      await call({ "x-forwarded-for": "203.0.113.9" });
+      assert.equal((await rows()).at(-1)!.client, "127.0.0.1", "no proxy trusted: the connection's own address");
+    } finally {
+      delete process.env.HANGAR_TRUSTED_PROXIES;
+    }
+    await call({ "x-forwarded-for": "not an address" });
+    assert.equal((await rows()).at(-1)!.client, "127.0.0.1", "what is no address is not taken");
+  });
+
   test("GET /audit_log serves xapi's lines from `since`, to any role; format=json the rows whole", async () => {
     const since = (await rows()).at(-2)!.time;
     const text = await (await fetch(`${toolstack.client.url}/audit_log?session_id=${operator}&since=${encodeURIComponent(since)}`)).text();

@@ -6,8 +6,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { invoke } from "../methods.ts";
 import { startTestToolstack, type TestToolstack } from "../storage-testing.ts";
+import { ROOT_PASSWORD } from "../testing.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { XenApiError } from "../../xenapi/errors.ts";
+import { outcome } from "./testing.ts";
 import { nameUuid, type Role, roleRef } from "./roles.ts";
 import { type Slapd, startSlapd, SUFFIX } from "./slapd-testing.ts";
 
@@ -28,15 +29,6 @@ const DIRECTORY = [
   group("staff", [`cn=helpdesk,${groups}`]),
 ].join("\n");
 
-async function outcome(promise: Promise<unknown>): Promise<XenApiError | "ok"> {
-  try {
-    await promise;
-    return "ok";
-  } catch (error) {
-    if (error instanceof XenApiError) return error;
-    throw error;
-  }
-}
 
 describe("LDAP (slapd)", () => {
   let slapd: Slapd;
@@ -131,6 +123,21 @@ describe("LDAP (slapd)", () => {
     assert.match(String(await invoke(ts, "pool.hangar_test_external_auth", [root, pool, secure])), /\(TLS\)/);
     await invoke(ts, "pool.enable_external_auth", [root, pool, secure, "hangar.test", "LDAP"]);
     assert.equal(await roleOf(String(await login("alice", "alice-password"))), "pool-operator");
+    await invoke(ts, "pool.disable_external_auth", [root, pool, {}]);
+  });
+
+  test("a directory that goes down: its users get a clear error within the time-out, local users and root are not affected", async () => {
+    await invoke(ts, "pool.enable_external_auth", [root, pool, config, "hangar.test", "LDAP"]);
+    const local = String(await invoke(ts, "subject.hangar_create_local", [root, "lena", "lena-password"]));
+    await grant(local, "read-only");
+    await slapd.stop();
+    const began = Date.now();
+    const down = await outcome(login("alice", "alice-password"));
+    assert.ok(down !== "ok" && down.code === "AUTH_SERVICE_ERROR", JSON.stringify(down));
+    assert.match(down.params[0]!, /cannot reach the directory/);
+    assert.ok(Date.now() - began < 15_000, `answered in ${Date.now() - began} ms`);
+    assert.equal(await roleOf(String(await login("lena", "lena-password"))), "read-only");
+    await login("root", ROOT_PASSWORD);
     await invoke(ts, "pool.disable_external_auth", [root, pool, {}]);
   });
 });

@@ -35,7 +35,12 @@ async function identify(ts: Toolstack, user: string, password: string): Promise<
   const found = await authenticate(directory, user, password).catch((error: unknown) => {
     throw directoryFailure(error);
   });
-  if (found === undefined) throw xenErrors.sessionAuthenticationFailed(user);
+  if (found === undefined) {
+    // The same work as a local user's wrong password, which dwarfs the directory's round trips: whether the
+    // directory knows the name does not show in the time the answer takes.
+    await ts.sessions.verifyLocal(user, password);
+    throw xenErrors.sessionAuthenticationFailed(user);
+  }
   return admitted(ts, found.name, found.dn, found.groups);
 }
 

@@ -7,22 +7,13 @@ import { invoke } from "../methods.ts";
 import { startTestToolstack, type TestToolstack } from "../storage-testing.ts";
 import { ROOT_PASSWORD } from "../testing.ts";
 import type { Toolstack } from "../toolstack.ts";
-import { XenApiError } from "../../xenapi/errors.ts";
+import { outcome } from "./testing.ts";
 import { HTTP_ACTIONS } from "./http-actions.ts";
 import { allows, nameUuid, type Role, roleRef, ROLES, rolesWith } from "./roles.ts";
 
 const PASSWORD = "password-of-a-test";
 const refOf = (role: Role) => roleRef(nameUuid(role));
 
-async function outcome(promise: Promise<unknown>): Promise<XenApiError | "ok"> {
-  try {
-    await promise;
-    return "ok";
-  } catch (error) {
-    if (error instanceof XenApiError) return error;
-    throw error;
-  }
-}
 
 /** A local user holding `role`, logged in: their session. */
 async function userWith(ts: Toolstack, root: string, role: Role, name = `user-${role}`): Promise<{ subject: string; session: string }> {
@@ -224,6 +215,11 @@ describe("local users", () => {
     await invoke(ts, "subject.hangar_create_local", [root, "dave", PASSWORD]);
     const twice = await outcome(invoke(ts, "subject.hangar_create_local", [root, "dave", PASSWORD]));
     assert.ok(twice !== "ok" && twice.code === "SUBJECT_ALREADY_EXISTS");
+    // A wrong password and a user that does not exist answer alike (and do the same scrypt work).
+    const wrong = await outcome(login("dave", "not dave's"));
+    const unknown = await outcome(login("nobody-at-all", "whatever"));
+    assert.ok(wrong !== "ok" && unknown !== "ok");
+    assert.deepEqual([wrong.code, wrong.params[1]], [unknown.code, unknown.params[1]]);
     await login("root", ROOT_PASSWORD);
   });
 
@@ -237,6 +233,28 @@ describe("local users", () => {
     const again = String(await login("erin"));
     await invoke(ts, "task.cancel", [again, task]);
     await invoke(ts, "task.destroy", [again, task]);
+  });
+
+  test("a role that does not exist is refused; the last pool-admin cannot be removed, disabled or demoted", async () => {
+    const { subject } = await userWith(ts, root, "pool-admin", "hana");
+    const bogus = await outcome(invoke(ts, "subject.add_to_roles", [root, subject, "OpaqueRef:00000000-0000-0000-0000-000000000000"]));
+    assert.ok(bogus !== "ok" && bogus.code === "ROLE_NOT_FOUND");
+    const permission = ((await invoke(ts, "role.get_by_name_label", [root, "vm.destroy"])) as string[])[0]!;
+    const notARole = await outcome(invoke(ts, "subject.add_to_roles", [root, subject, permission]));
+    assert.ok(notARole !== "ok" && notARole.code === "ROLE_NOT_FOUND", "a permission is no role to give");
+    for (const [call, args] of [
+      ["subject.destroy", [subject]],
+      ["subject.hangar_set_disabled", [subject, true]],
+      ["subject.remove_from_roles", [subject, refOf("pool-admin")]],
+    ] as const) {
+      const refused = await outcome(invoke(ts, call, [root, ...args]));
+      assert.ok(refused !== "ok" && refused.code === "OPERATION_NOT_ALLOWED", `${call}: ${JSON.stringify(refused)}`);
+      assert.match(refused.params[0]!, /^hana is the last user or group holding pool-admin/);
+    }
+    const second = await userWith(ts, root, "pool-admin", "ivan");
+    await invoke(ts, "subject.destroy", [root, subject]);
+    const last = await outcome(invoke(ts, "subject.destroy", [root, second.subject]));
+    assert.ok(last !== "ok" && last.code === "OPERATION_NOT_ALLOWED", "now ivan is the last one");
   });
 
   test("logins are limited: after five wrong passwords for a user, the next waits, said in seconds", async () => {

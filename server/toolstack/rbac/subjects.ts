@@ -28,7 +28,18 @@ export const subjectErrors = {
   roleAlreadyExists: () => new XenApiError("ROLE_ALREADY_EXISTS"),
   notLocal: (subject: string) => new XenApiError("INVALID_VALUE", ["subject", `${subject} is not a local user: directory users change their password in the directory`]),
   weakPassword: () => new XenApiError("CHANGE_PASSWORD_REJECTED", [`a password needs at least ${MIN_PASSWORD} characters (and at most ${MAX_PASSWORD})`]),
+  lastPoolAdmin: (name: string) =>
+    new XenApiError("OPERATION_NOT_ALLOWED", [`${name} is the last user or group holding pool-admin: give the role to another one first (root, the local superuser, is not counted)`]),
 };
+
+/**
+ * Refuses to remove, disable or demote the last enabled subject holding pool-admin: a pool run by its directory's
+ * administrators would be left to root alone.
+ */
+async function keepPoolAdmin(ts: Toolstack, ref: string): Promise<void> {
+  const admins = (await ts.objects.all("subject")).filter((s) => !isDisabled(s.record) && subjectRoles(s.record).includes("pool-admin"));
+  if (admins.length === 1 && admins[0]!.ref === ref) throw subjectErrors.lastPoolAdmin(subjectName(admins[0]!.record));
+}
 
 export function checkPassword(password: string): void {
   if (password.length < MIN_PASSWORD || password.length > MAX_PASSWORD) throw subjectErrors.weakPassword();
@@ -100,6 +111,7 @@ export const subjectCalls = [
   }),
   method("subject.destroy", [["self", zRef]], async ({ ts }, ref) => {
     const subject = await ts.objects.get("subject", ref);
+    await keepPoolAdmin(ts, ref);
     const identifier = String(subject.record.subject_identifier);
     await ts.objects.destroy("subject", ref);
     if (identifier.startsWith(LOCAL_PREFIX)) await ts.sessions.removeLocalUser(localName(subject));
@@ -112,6 +124,7 @@ export const subjectCalls = [
   }),
   method("subject.remove_from_roles", [["self", zRef], ["role", zRef]], async ({ ts }, ref, role) => {
     if (!((await ts.objects.get("subject", ref)).record.roles as string[]).includes(role)) throw subjectErrors.roleNotFound();
+    if (roleByRef(role) === "pool-admin") await keepPoolAdmin(ts, ref);
     await changeRoles(ts, ref, (roles) => roles.filter((r) => r !== role));
   }),
   method("subject.get_permissions_name_label", [["self", zRef]], async ({ ts }, ref) => {
@@ -148,6 +161,7 @@ export const subjectCalls = [
     "subject.hangar_set_disabled",
     [["self", zRef], ["value", z.boolean()]],
     async ({ ts }, ref, disabled) => {
+      if (disabled) await keepPoolAdmin(ts, ref);
       await ts.objects.update("subject", ref, (r) => ({ ...r, other_config: { ...(r.other_config as Record<string, string>), "subject-account-disabled": String(disabled) } }));
       if (disabled) await ts.sessions.logoutSubject(ref);
     },
