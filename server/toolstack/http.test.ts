@@ -6,7 +6,7 @@ import { describe, test, type TestContext } from "node:test";
 import { poolCalls } from "./calls/pool.ts";
 import { ROOT_PASSWORD, serveTestToolstack } from "./testing.ts";
 import type { ServeOptions } from "./serve.ts";
-import { longestStep } from "../xenapi/event-loop-testing.ts";
+import { longestStep } from "../event-loop-testing.ts";
 import type { XenValue } from "../xenapi/values.ts";
 import { formatXmlRpcCall, parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 
@@ -17,6 +17,15 @@ interface Reply {
 }
 
 async function post(url: string, body: BodyInit, headers: Record<string, string>): Promise<Reply> {
+  // A large body goes in 64 KiB pieces, as a client's socket sends it: fetch copies a Buffer body whole on this
+  // thread first (100 ms for 16 MiB), which a measure of the service's steps, made here too, would count.
+  if (Buffer.isBuffer(body) && body.length > 64 * 1024) {
+    const whole = body;
+    body = (async function* () {
+      for (let at = 0; at < whole.length; at += 64 * 1024) yield whole.subarray(at, at + 64 * 1024);
+    })() as unknown as BodyInit;
+    headers = { ...headers, "content-length": String(whole.length) };
+  }
   const response = await fetch(url, { method: "POST", body, headers, duplex: "half" } as RequestInit);
   return { status: response.status, type: response.headers.get("content-type") ?? "", text: await response.text() };
 }
@@ -238,18 +247,32 @@ async function whileProbing(send: () => Promise<Reply>, probe: () => Promise<unk
   return { reply, slowestProbeMs, longestMs };
 }
 
+/**
+ * whileProbing up to three times, until the longest step is under 50 ms: a step of ours that is too long comes
+ * back every time, a pause of a busy machine (a collection of this process's large bodies, another suite beside
+ * it) does not. `longest`: each try's longest step.
+ */
+async function whileProbingSteadily(send: () => Promise<Reply>, probe: () => Promise<unknown>): Promise<{ reply: Reply; slowestProbeMs: number; longest: number[]; turned: boolean }> {
+  const longest: number[] = [];
+  for (;;) {
+    const probed = await whileProbing(send, probe);
+    longest.push(probed.longestMs);
+    if (probed.longestMs < 50 || longest.length === 3) return { reply: probed.reply, slowestProbeMs: probed.slowestProbeMs, longest, turned: probed.longestMs < 50 };
+  }
+}
+
 describe("toolstack HTTP: body limits", () => {
   test("16 MiB of small arrays over JSON-RPC, without a session: refused at 64 KiB in words, and the service serves meanwhile", async (t) => {
     const { url, login } = await serve(t, LARGE_BODIES);
     const session = await login();
     const body = Buffer.from(`{"jsonrpc":"2.0","method":"session.login_with_password","params":[${"[],".repeat((16 * MiB) / 3 - 100)}[]],"id":1}`);
-    const probed = await whileProbing(
+    const probed = await whileProbingSteadily(
       () => post(`${url}jsonrpc`, body, JSON_TYPE),
       async () => assert.deepEqual((await jsonRpc(url, "task.get_all", [session])).result, []),
     );
     assert.equal(probed.reply.status, 413);
     assert.equal(probed.reply.text, `request body larger than 65536 bytes ${BEFORE_SESSION}\n`);
-    assert.ok(probed.longestMs < 50, `the event loop worked ${probed.longestMs} ms without a break`);
+    assert.ok(probed.turned, `the event loop worked ${probed.longest.join(", ")} ms without a break`);
     assert.ok(probed.slowestProbeMs < 1000, `a probe took ${probed.slowestProbeMs} ms`);
     await login();
   });
@@ -259,13 +282,13 @@ describe("toolstack HTTP: body limits", () => {
     const session = await login();
     const values = `<param><value><array><data>${"<value/>".repeat(1_000_000)}</data></array></value></param>`;
     const body = Buffer.from(formatXmlRpcCall("session.login_with_password", ["root", ROOT_PASSWORD]).replace("</params>", `${values}</params>`));
-    const probed = await whileProbing(
+    const probed = await whileProbingSteadily(
       () => post(url, body, XML_TYPE),
       async () => assert.deepEqual(await xmlRpc(url, "task.get_all", [session]), { Status: "Success", Value: [] }),
     );
     assert.equal(probed.reply.status, 413);
     assert.equal(probed.reply.text, `request body larger than 65536 bytes ${BEFORE_SESSION}\n`);
-    assert.ok(probed.longestMs < 50, `the event loop worked ${probed.longestMs} ms without a break`);
+    assert.ok(probed.turned, `the event loop worked ${probed.longest.join(", ")} ms without a break`);
     assert.ok(probed.slowestProbeMs < 1000, `a probe took ${probed.slowestProbeMs} ms`);
     await login();
   });
@@ -337,15 +360,9 @@ describe("toolstack HTTP: body limits", () => {
     const xml = Buffer.from(formatXmlRpcCall("pool.set_other_config", [session, nowhere, bigMap(24_000, 12 * MiB)]));
     const probe = async () => assert.equal((await jsonRpc(url, "session.get_uuid", [session, session])).result?.constructor, String);
     for (const send of [() => post(`${url}jsonrpc`, json, JSON_TYPE), () => post(url, xml, XML_TYPE)]) {
-      // Up to three tries: a step of ours that is too long comes back every time, a pause of a busy machine (a
-      // collection of this process's 15 MiB bodies, another suite beside it) does not.
-      const longest: number[] = [];
-      while (longest.length < 3 && !longest.some((ms) => ms < 50)) {
-        const probed = await whileProbing(send, probe);
-        assert.match(probed.reply.text, /HANDLE_INVALID/);
-        longest.push(probed.longestMs);
-      }
-      assert.ok(longest.some((ms) => ms < 50), `the event loop worked ${longest.join(", ")} ms without a break`);
+      const probed = await whileProbingSteadily(send, probe);
+      assert.match(probed.reply.text, /HANDLE_INVALID/);
+      assert.ok(probed.turned, `the event loop worked ${probed.longest.join(", ")} ms without a break`);
     }
   });
 });

@@ -36,8 +36,11 @@ function flatten(values: XenValue[]): FlatValues {
     }
   };
   add(values);
+  const ends = new Uint32Array(strings.length);
+  const text = Buffer.allocUnsafeSlow(strings.reduce((sum, string) => sum + Buffer.byteLength(string), 0));
   let end = 0;
-  return { kinds: Uint8Array.from(kinds), text: strings.join(""), ends: Uint32Array.from(strings, (s) => (end += s.length)), numbers: Float64Array.from(numbers) };
+  for (const [i, string] of strings.entries()) ends[i] = end += text.write(string, end);
+  return { kinds: Uint8Array.from(kinds), text: new Uint8Array(text.buffer), ends, numbers: Float64Array.from(numbers) };
 }
 
 function answer({ protocol, chunks, limits }: ParseRequest): ParseAnswer {
@@ -55,5 +58,5 @@ function answer({ protocol, chunks, limits }: ParseRequest): ParseAnswer {
 
 parentPort!.on("message", (request: ParseRequest) => {
   const reply = answer(request);
-  parentPort!.postMessage(reply, "params" in reply ? [reply.params.kinds.buffer, reply.params.ends.buffer, reply.params.numbers.buffer] : []);
+  parentPort!.postMessage(reply, "params" in reply ? [reply.params.kinds.buffer, reply.params.text.buffer, reply.params.ends.buffer, reply.params.numbers.buffer] : []);
 });

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { withSession } from "./body-limits.ts";
 import { parseJsonRpcBody, parseXmlRpcBody } from "./call-parser.ts";
-import { longestStep } from "./event-loop-testing.ts";
+import { longestStep } from "../event-loop-testing.ts";
 import { JsonRpcRequestError, parseJsonRpcCall } from "./json-rpc.ts";
 import { XenDouble, type XenValue } from "./values.ts";
 import { formatXmlRpcCall, parseXmlRpcCall, XmlRpcParseError } from "./xml-rpc.ts";
@@ -78,10 +78,18 @@ describe("call bodies parsed in a worker", () => {
   test("the event loop keeps turning (no step of 50 ms) while the largest bodies allowed parse", async () => {
     const json = chunks(JSON.stringify({ jsonrpc: "2.0", method: "pool.set_other_config", params: ["s", "p", bigMap(24_000, 15 * MiB)], id: 1 }));
     const xml = chunks(formatXmlRpcCall("pool.set_other_config", ["s", "p", bigMap(24_000, 12 * MiB)]));
-    const parsed = await longestStep(() => Promise.all([parseJsonRpcBody(json, LIMITS), parseXmlRpcBody(xml, LIMITS)]));
-    assert.equal(Object.keys(parsed.value[0].params[2] as object).length, 24_000);
-    assert.equal(Object.keys(parsed.value[1].params[2] as object).length, 24_000);
-    assert.ok(parsed.longestMs < 50, `a step of ${parsed.longestMs} ms`);
+    // Up to three tries: a step of ours that is too long comes back every time, a collection of this process's
+    // large bodies or a busy machine's pause does not.
+    const longest: number[] = [];
+    while (longest.length < 3 && !longest.some((ms) => ms < 50)) {
+      // Copies: the worker takes the chunks it is given.
+      const [jsonChunks, xmlChunks] = [json.map((chunk) => Buffer.from(chunk)), xml.map((chunk) => Buffer.from(chunk))];
+      const parsed = await longestStep(() => Promise.all([parseJsonRpcBody(jsonChunks, LIMITS), parseXmlRpcBody(xmlChunks, LIMITS)]));
+      assert.equal(Object.keys(parsed.value[0].params[2] as object).length, 24_000);
+      assert.equal(Object.keys(parsed.value[1].params[2] as object).length, 24_000);
+      longest.push(parsed.longestMs);
+    }
+    assert.ok(longest.some((ms) => ms < 50), `steps of ${longest.join(", ")} ms`);
   });
 
   test("a 16 MiB string in XML-RPC parses within the worker's heap (the parser builds text a character at a time)", async () => {

@@ -25,5 +25,17 @@ export const zFloat = z.union([
 ]);
 
 export const zBool = z.union([z.boolean(), z.enum(["true", "false"]).transform((v) => v === "true")]);
-export const zStringMap = z.record(z.string(), z.string());
+/**
+ * A map of strings, checked in one plain loop: zod's record copies it member by member, 40-60 ms in one step
+ * for the 24,000 members a call with a session may send. The map is the parser's own (keys defined as data).
+ */
+export const zStringMap = z.custom<Record<string, string>>(isStringMap, "expected a map of strings to strings");
+
+function isStringMap(value: unknown): boolean {
+  if (typeof value !== "object" || value === null) return false;
+  const prototype = Object.getPrototypeOf(value) as unknown;
+  if (prototype !== Object.prototype && prototype !== null) return false;
+  for (const member of Object.values(value)) if (typeof member !== "string") return false;
+  return true;
+}
 export const zStringList = z.array(z.string());
