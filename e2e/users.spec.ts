@@ -1,4 +1,5 @@
-// Users, roles and the audit trail in the console (Chromium): a pool administrator adds a read-only user, who
+// Users, roles and the audit trail in the console (Chromium), in order (the pages are shot last, with the users
+// the tests before made): a pool administrator adds a read-only user, who
 // then sees every page with every action disabled and saying why (on hover and focus); a refusal the
 // toolstack makes anyway is shown in words; the Audit page lists what happened and says the chain verifies;
 // the directory is configured (test connection, then on) against a throwaway slapd, and a directory user
@@ -50,16 +51,39 @@ test("a read-only user sees every page with each action disabled, saying why; th
   await expect(page.getByRole("row", { name: new RegExp(name) }).getByLabel(`Role of ${name}`)).toHaveValue("read-only");
   const root = String(await rpc("session.login_with_password", ["root", E2E_PASSWORD]));
   const rootsTask = String(await rpc("task.create", [root, `root's import ${Date.now()}`, "a task of root's"]));
+  // Something on each page to act on: a VM, and a volume on the default SR.
+  const vmName = `seen-not-touched-${Date.now()}`;
+  const vm = String(await rpc("VM.create", [root, { name_label: vmName }]));
+  const [pool] = (await rpc("pool.get_all", [root])) as string[];
+  const sr = String(await rpc("pool.get_default_SR", [root, pool]));
+  const volumeName = `seen-volume-${Date.now()}`;
+  await rpc("VDI.create", [root, { SR: sr, name_label: volumeName, virtual_size: 1048576 }]);
 
   await page.getByRole("button", { name: "Log out" }).click();
   await logInAs(page, name, "auditor-password");
   await expect(page.getByText("Role: read-only")).toBeVisible();
+  await expect(page.getByRole("heading", { level: 1, name: "Dashboard" })).toBeVisible();
 
+  await page.goto("/hosts");
+  await expect(page.getByRole("heading", { level: 1, name: "Hosts" })).toBeVisible();
+  await page.goto("/plugins");
+  await expectDenied(page, /^Run conformance checks on /, /^Needs the pool-admin role; you are read-only\.$/);
   await page.goto("/storage");
   await expectDenied(page, "Create SR", /^Needs the pool-operator role or higher; you are read-only\.$/);
+  await page.goto(`/storage/${String(await rpc("SR.get_uuid", [root, sr]))}`);
+  await expectDenied(page, "Create volume", /^Needs the vm-admin role or higher; you are read-only\.$/);
+  await page.getByRole("button", { name: `Actions for ${volumeName}`, exact: true }).click();
+  const menu = page.getByRole("menu", { name: `Actions for ${volumeName}`, exact: true });
+  await expect(menu.getByRole("menuitem", { name: /^Destroy…/ })).toHaveAttribute("aria-disabled", "true");
+  await expect(menu.getByRole("menuitem", { name: /^Destroy…/ })).toHaveAccessibleDescription(/Needs the vm-admin role or higher/);
+  await expect(menu.getByRole("menuitem", { name: /^Details…/ })).not.toHaveAttribute("aria-disabled");
+  await page.keyboard.press("Escape");
   await page.goto("/vms");
   await expectDenied(page, "Choose files to import", /Needs the vm-admin role or higher/);
   await expectDenied(page, "Import from URL", /Needs the vm-admin role or higher/);
+  await page.goto(`/vms/${encodeURIComponent(vm)}`);
+  await expect(page.getByRole("heading", { level: 1, name: vmName })).toBeVisible();
+  for (const action of ["Rename", "Edit description", "Export", "Destroy"]) await expectDenied(page, action, /Needs the vm-admin role or higher/);
   await page.goto("/tasks");
   await expectDenied(page, "Copy or mirror a volume", /Needs the vm-admin role or higher/);
   await page.goto("/users");
@@ -91,28 +115,6 @@ test("a VM operator can copy nothing, but cancels their own task", async ({ page
   await page.getByRole("button", { name: `Cancel ${label}` }).click();
   await expect(page.getByRole("button", { name: `Cancel ${label}` })).toHaveCount(0);
   await expect(page.getByText(/Your role does not allow this/)).toHaveCount(0);
-});
-
-test("the Users and Audit pages at 1280 and 360 px, light and dark; the audit filters narrow the rows", async ({ page }) => {
-  await addLocalUser(page, `operator-${Date.now()}`, "operator-password", "vm-operator");
-  for (const scheme of ["light", "dark"] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
-    for (const width of [1280, 360]) {
-      await page.setViewportSize({ width, height: 900 });
-      await page.goto("/users");
-      await expect(page.getByRole("heading", { level: 1, name: "Users" })).toBeVisible();
-      await page.screenshot({ path: test.info().outputPath(`users-${width}-${scheme}.png`), fullPage: true });
-      await page.goto("/audit");
-      await expect(page.getByText("The audit trail verifies")).toBeVisible();
-      await page.screenshot({ path: test.info().outputPath(`audit-${width}-${scheme}.png`), fullPage: true });
-    }
-  }
-  await page.setViewportSize({ width: 1280, height: 900 });
-  await page.getByLabel("Action").fill("subject.hangar_create_local");
-  await expect(page.getByRole("row")).not.toHaveCount(1);
-  for (const row of await page.getByRole("row").filter({ has: page.getByRole("cell") }).all()) await expect(row).toContainText("subject.hangar_create_local");
-  await page.getByLabel("Outcome").selectOption("DENIED");
-  await expect(page.getByText(/^\d+ shown\.$/)).toBeVisible();
 });
 
 test("the directory: tested, turned on, a group given a role; its nested members log in with it; turned off again", async ({ page }) => {
@@ -169,6 +171,29 @@ test("the directory: tested, turned on, a group given a role; its nested members
   } finally {
     await slapd.stop();
   }
+});
+
+test("the Users and Audit pages at 1280 and 360 px, light and dark; the audit filters narrow the rows", async ({ page }) => {
+  await addLocalUser(page, `operator-${Date.now()}`, "operator-password", "vm-operator");
+  for (const scheme of ["light", "dark"] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const width of [1280, 360]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.goto("/users");
+      await expect(page.getByRole("heading", { level: 1, name: "Users" })).toBeVisible();
+      await page.screenshot({ path: test.info().outputPath(`users-${width}-${scheme}.png`), fullPage: true });
+      await page.goto("/audit");
+      await expect(page.getByText("The audit trail verifies")).toBeVisible();
+      await page.screenshot({ path: test.info().outputPath(`audit-${width}-${scheme}.png`), fullPage: true });
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  await page.getByLabel("Action").fill("subject.hangar_create_local");
+  const rows = page.getByRole("row").filter({ has: page.getByRole("cell") });
+  await expect(rows.filter({ hasNotText: "subject.hangar_create_local" })).toHaveCount(0);
+  await expect(rows.filter({ hasText: "subject.hangar_create_local" }).first()).toBeVisible();
+  await page.getByLabel("Outcome").selectOption("DENIED");
+  await expect(page.getByText(/^\d+ shown\.$/)).toBeVisible();
 });
 
 anonymousTest("a state-changing request from another site is refused before it runs", async ({ request }) => {

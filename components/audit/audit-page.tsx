@@ -88,11 +88,11 @@ export function AuditPage() {
           {list.data === undefined ? "Loading…" : list.data.more ? "The newest 500 shown: narrow the filters to see older ones." : `${list.data.entries.length} shown.`}
         </p>
         <div className="overflow-x-auto rounded-xl border border-zinc-200 dark:border-zinc-800">
-          <table className="w-full min-w-[48rem] text-left text-sm">
+          <table className="w-full min-w-[44rem] text-left text-sm">
             <caption className="sr-only">Audit trail, newest first</caption>
             <thead className="border-b border-zinc-200 bg-zinc-50 text-xs text-zinc-500 dark:border-zinc-800 dark:bg-zinc-900 dark:text-zinc-400">
               <tr>
-                {["Time", "User", "From", "Action", "Outcome", "Arguments"].map((head) => (
+                {["Time", "User", "From", "Action and arguments", "Outcome"].map((head) => (
                   <th key={head} scope="col" className="px-3 py-2 font-medium">
                     {head}
                   </th>
@@ -109,11 +109,20 @@ export function AuditPage() {
                     {entry.subject !== "" && entry.subject !== "LOCAL_SUPERUSER" && entry.subject !== `local:${entry.user}` ? <div className="text-xs break-words text-zinc-500 dark:text-zinc-400">{entry.subject}</div> : null}
                   </td>
                   <td className="px-3 py-2 font-mono text-xs text-zinc-600 dark:text-zinc-400">{entry.client || "—"}</td>
-                  <td className="px-3 py-2 font-mono text-xs text-zinc-900 dark:text-zinc-100">{entry.action}</td>
+                  {/* The arguments under the action they belong to: a column of their own was squeezed to a few characters a line. */}
+                  <td className="min-w-[16rem] px-3 py-2 font-mono text-xs">
+                    <div className="text-zinc-900 dark:text-zinc-100">{entry.action}</div>
+                    {entry.args.length > 0 ? (
+                      <ul aria-label="Arguments" className="mt-1 flex flex-col gap-0.5 break-words text-zinc-600 dark:text-zinc-400">
+                        {entry.args.map((arg, i) => (
+                          <li key={i}>{arg}</li>
+                        ))}
+                      </ul>
+                    ) : null}
+                  </td>
                   <td className="px-3 py-2">
                     <OutcomeBadge entry={entry} />
                   </td>
-                  <td className="px-3 py-2 text-xs break-all text-zinc-600 dark:text-zinc-400">{entry.args.join("; ")}</td>
                 </tr>
               ))}
             </tbody>

@@ -43,13 +43,14 @@ export interface ButtonProps extends ComponentProps<"button">, ButtonStyle {
 export function Button({ variant, size, className, type = "button", deniedReason, ...props }: ButtonProps) {
   const reasonId = useId();
   if (deniedReason === undefined) return <button type={type} className={cn(buttonClasses({ variant, size }), className)} {...props} />;
-  const { onClick: _onClick, disabled: _disabled, ...rest } = props;
+  const { onClick: _onClick, disabled: _disabled, "aria-describedby": describedBy, ...rest } = props;
   return (
     <span className="group relative inline-flex">
       <button
         type={type}
         aria-disabled="true"
-        aria-describedby={reasonId}
+        // The reason first: it is why nothing happens; a description of the caller's own (a hint) follows it.
+        aria-describedby={describedBy === undefined ? reasonId : `${reasonId} ${describedBy}`}
         onClick={(event) => event.preventDefault()}
         className={cn(buttonClasses({ variant, size }), "cursor-not-allowed opacity-50", className)}
         {...rest}
