@@ -1,6 +1,7 @@
 // The logged-in user's access as the pages need it: their role, and the least role each permission needs, read
 // once from the toolstack's role table (role.get_all_records: every role lists the permissions it holds).
-import "server-only";
+// Not marked "server-only": the upload route (pages/api, outside React's server graph) asks it too, and the
+// marker fails every request there (500).
 
 import { z } from "zod";
 import type { AccessView } from "../../lib/access.ts";
