@@ -26,7 +26,7 @@ export const zFloat = z.union([
 
 export const zBool = z.union([z.boolean(), z.enum(["true", "false"]).transform((v) => v === "true")]);
 /**
- * A map of strings, checked in one plain loop: zod's record copies it member by member, 40-60 ms in one step
+ * A map of strings, checked in one plain loop: zod's record copies it member by member, 28-53 ms in one step
  * for the 24,000 members a call with a session may send. The map is the parser's own (keys defined as data).
  */
 export const zStringMap = z.custom<Record<string, string>>(isStringMap, "expected a map of strings to strings");
