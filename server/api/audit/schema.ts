@@ -1,5 +1,6 @@
 // What the audit router takes and returns: the trail's rows, newest first, filtered; and whether its chain holds.
 import { z } from "zod";
+import { ZAuditRow } from "../../xenapi/audit-log.ts";
 
 export const ZAuditListSchema = z.object({
   user: z.string().trim().max(256).optional(),
@@ -11,17 +12,10 @@ export const ZAuditListSchema = z.object({
   limit: z.number().int().min(1).max(2000).default(500),
 });
 
-export const ZAuditEntry = z.object({
-  id: z.number(),
-  time: z.string(),
-  host: z.string(),
+/** A row of the trail as the page shows it: the wire row's fields, the subject named, the arguments in words. */
+export const ZAuditEntry = ZAuditRow.pick({ id: true, time: true, host: true, client: true, decision: true, outcome: true, kind: true, action: true }).extend({
   user: z.string(),
   subject: z.string(),
-  client: z.string(),
-  decision: z.enum(["ALLOWED", "DENIED"]),
-  outcome: z.string(),
-  kind: z.enum(["API", "HTTP"]),
-  action: z.string(),
   /** The arguments kept, in words: `self: web01 (uuid)`. */
   args: z.array(z.string()),
 });
