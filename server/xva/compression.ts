@@ -12,8 +12,12 @@ export type Compression = "gzip" | "zstd";
 const MiB = 1024 * 1024;
 const DEFAULT_CHUNK_SIZE = 2 * MiB;
 const DEFAULT_LEVEL: Record<Compression, number> = { gzip: 1, zstd: 3 };
-/** Output pieces of each chunk's compression: the default 16 KiB costs a callback and a buffer per piece. */
-const OUTPUT_PIECE = 256 * 1024;
+/**
+ * Output pieces of each chunk's compression: the default 16 KiB costs a callback and a buffer per piece; at 256
+ * KiB and above each piece is a fresh mapping of its own (bin/hangar's MALLOC_MMAP_THRESHOLD_), faulted in page
+ * by page: 512 MiB of zstd export took 0.89 s of system time at 256 KiB against 0.36 s at 128 KiB (measured).
+ */
+const OUTPUT_PIECE = 128 * 1024;
 
 /**
  * A compression context kept for many chunks, each written and ended as an independent gzip member or zstd
@@ -85,9 +89,10 @@ const compressorSchema = z
   })
   .refine((o) => o.level === undefined || (o.level >= levelRange[o.kind][0] && o.level <= levelRange[o.kind][1]), { message: "level out of range for this compression", path: ["level"] });
 
-/** A Transform that compresses on all cores: input is cut into chunks (default 2 MiB: measured as fast as 4 MiB, with less memory in flight), each compressed independently on libuv's thread pool (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. At most ~2×threads chunks in flight: a consumer that stops reading stops the producer (backpressure), memory stays flat. */
-export function createParallelCompressor(kind: Compression, options?: { level?: number; threads?: number; chunkSize?: number }): Transform {
-  const parsed = compressorSchema.parse({ kind, ...options });
+/** A Transform that compresses on all cores: input is cut into chunks (default 2 MiB: measured as fast as 4 MiB, with less memory in flight), each compressed independently on libuv's thread pool (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. Input is copied into the chunks: `consumed` hears of each written buffer once it has been copied whole, for reuse. At most ~2×threads chunks in flight: a consumer that stops reading stops the producer (backpressure), memory stays flat. */
+export function createParallelCompressor(kind: Compression, options?: { level?: number; threads?: number; chunkSize?: number; consumed?: (chunk: Buffer) => void }): Transform {
+  const { consumed, ...rest } = options ?? {};
+  const parsed = compressorSchema.parse({ kind, ...rest });
   const level = parsed.level ?? DEFAULT_LEVEL[kind];
   const threads = parsed.threads ?? availableParallelism();
   const chunkSize = parsed.chunkSize ?? DEFAULT_CHUNK_SIZE;
@@ -160,6 +165,7 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
       inputOffset += n;
       if (inputOffset === input.byteLength) {
         const callback = inputCallback!;
+        consumed?.(input);
         input = null;
         inputCallback = null;
         if (filled === chunkSize && dispatched - pushed < limit) dispatch();

@@ -70,8 +70,10 @@ export function writeXva(options: XvaWriteOptions): Readable {
         if (previous !== null && previous.data.byteLength !== XVA_BLOCK_SIZE) throw new XvaWriteError(`${disk.ref} block ${previous.index}: only the last block may be shorter than 1 MiB`);
         if (block.data.byteLength === 0 || block.data.byteLength > XVA_BLOCK_SIZE) throw new XvaWriteError(`${where}: ${block.data.byteLength} bytes, expected 1 to ${XVA_BLOCK_SIZE}`);
         const name = blockMemberName(disk.ref, block.index);
+        // Summed before the block goes: once in the stream its buffer may be taken up and reused (a pooled read).
+        const sum = checksum === null ? null : { name: name + CHECKSUM_SUFFIX[checksum], data: Buffer.from(blockChecksum(checksum, block.data), "ascii") };
         await member(name, block.data);
-        if (checksum !== null) await member(name + CHECKSUM_SUFFIX[checksum], Buffer.from(blockChecksum(checksum, block.data), "ascii"));
+        if (sum !== null) await member(sum.name, sum.data);
         previous = block;
       }
       if (previous === null && !delta) throw new XvaWriteError(`${disk.ref}: no blocks (the first and last are always sent)`);

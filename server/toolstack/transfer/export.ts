@@ -121,8 +121,9 @@ export async function exportVm(ts: Toolstack, control: TaskControl, prepared: Pr
     const disks = options.metadataOnly ? [] : prepared.described.disks;
     const total = disks.reduce((sum, disk) => sum + disk.size, 0);
     let before = 0;
-    // Compressed, the sink sees the compressor's output, never the blocks: nothing would come back.
-    const buffers = options.compression === null ? new BufferPool(READ_BUFFERS * XVA_BLOCK_SIZE, { size: XVA_BLOCK_SIZE, count: READ_BUFFERS }) : undefined;
+    // Blocks come back once sent, or once the compressor has copied them (a fresh 1 MiB buffer per block is a
+    // mapping of its own, faulted in page by page: most of a compressed export's system time, measured).
+    const buffers = new BufferPool(READ_BUFFERS * XVA_BLOCK_SIZE, { size: XVA_BLOCK_SIZE, count: READ_BUFFERS });
     const sources = disks.map((disk) => ({
       ref: disk.id,
       blocks: (async function* () {
@@ -132,9 +133,9 @@ export async function exportVm(ts: Toolstack, control: TaskControl, prepared: Pr
     }));
     const archive = writeXva({ ovaXml: prepared.ovaXml, disks: sources, checksum: options.checksum });
     const stages: Array<NodeJS.ReadableStream | NodeJS.WritableStream | NodeJS.ReadWriteStream> = [archive];
-    if (options.compression !== null) stages.push(createParallelCompressor(options.compression));
+    if (options.compression !== null) stages.push(createParallelCompressor(options.compression, { consumed: (chunk) => buffers.release(chunk) }));
     if (offset > 0) stages.push(skipBytes(offset, buffers));
-    stages.push(buffers === undefined ? sink : releasingSink(sink, buffers));
+    stages.push(options.compression === null ? releasingSink(sink, buffers) : sink);
     await pipeline(stages as Parameters<typeof pipeline>[0][], { signal: control.signal });
   } finally {
     await state.undo();
