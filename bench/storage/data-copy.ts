@@ -9,14 +9,13 @@ import { existsSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { parseNbdUri } from "../../server/nbd/uri.ts";
 import { volumeUri } from "../../server/plugins/uris.ts";
 import type { Blocklist, Operation } from "../../server/storage/types.ts";
 import { formatSize, interleave, megabytesPerSecond, spread, summarise, timeSeconds, type Samples } from "../measure.ts";
 import type { Row } from "../table.ts";
 import type { Scratch } from "../workspace.ts";
 import { contentAt, writeVolume, type Extent } from "./content.ts";
-import { nbdcopy, serveQemu } from "./nbd-export.ts";
+import { nbdcopy, serveQemu, toNbdUri } from "./nbd-export.ts";
 import { DBG, pluginClient, pluginDir } from "./plugins.ts";
 import type { StorageSizes } from "./sizes.ts";
 import { createBenchSr, createBenchVolume } from "./sr.ts";
@@ -45,13 +44,6 @@ function allocatedStripes(size: number, stripe: number): Extent[] {
 
 function toBlocklist(extents: readonly Extent[]): Blocklist {
   return { blocksize: BLOCK, ranges: extents.map(({ offset, length }): [number, number] => [offset / BLOCK, Math.ceil(length / BLOCK)]) };
-}
-
-/** `nbd:unix:<socket>:exportname=<name>` (what Datapath.attach answers) as an NBD URI nbdcopy takes. */
-function toNbdUri(xapiUri: string): string {
-  const target = parseNbdUri(xapiUri);
-  if (target.kind !== "unix") throw new Error(`expected a unix-socket NBD export, got ${xapiUri}`);
-  return `nbd+unix:///${encodeURIComponent(target.exportName)}?socket=${target.socketPath}`;
 }
 
 export async function benchDataCopy(scratch: Scratch, sizes: StorageSizes): Promise<Row[]> {

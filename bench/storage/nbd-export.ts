@@ -2,6 +2,7 @@
 // a raw file, in a process of its own like the datapath's daemon) and qemu-nbd's, the reference.
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseNbdUri } from "../../server/nbd/uri.ts";
 import { interleave, megabytesPerSecond, spread, summarise, type Samples } from "../measure.ts";
 import { cpuSeconds, runCommand, startService, type Service } from "../processes.ts";
 
@@ -34,6 +35,13 @@ export function serveQemu(dir: string, name: string, file: string, options: { re
   const socketPath = join(dir, `${name}.sock`);
   const args = ["--format=raw", "--persistent", `--socket=${socketPath}`, ...(options.readOnly ? ["--read-only"] : []), file];
   return serve(socketPath, "qemu-nbd", args);
+}
+
+/** `nbd:unix:<socket>:exportname=<name>` (what Datapath.attach answers) as an NBD URI nbdcopy takes. */
+export function toNbdUri(xapiUri: string): string {
+  const target = parseNbdUri(xapiUri);
+  if (target.kind !== "unix") throw new Error(`expected a unix-socket NBD export, got ${xapiUri}`);
+  return `nbd+unix:///${encodeURIComponent(target.exportName)}?socket=${target.socketPath}`;
 }
 
 /** Runs nbdcopy with `args`; returns the wall-clock seconds it took. */
