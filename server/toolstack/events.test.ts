@@ -5,9 +5,10 @@ import assert from "node:assert/strict";
 import { describe, test, type TestContext } from "node:test";
 import type { Database } from "./db/database.ts";
 import { migrate } from "./db/migrations.ts";
-import { bothEngines, type TestEngine } from "./db/testing.ts";
+import { bothEngines, countingRecords, type TestEngine } from "./db/testing.ts";
 import { EventLog } from "./events.ts";
-import { ObjectStore } from "./objects.ts";
+import { ObjectStore, registerStoredClasses } from "./objects.ts";
+import { openSqlite } from "./db/sqlite.ts";
 import { openTestToolstack, ROOT_PASSWORD } from "./testing.ts";
 import { XenApiError } from "../xenapi/errors.ts";
 import { invoke } from "./methods.ts";
@@ -54,6 +55,38 @@ describe(`event log on ${engine.name}`, () => {
     await objects.create("task", record("t"));
     assert.deepEqual((await events.from(["vdi", "task"], start, 0)).valid_ref_counts, { vdi: 42, task: 1 });
     assert.equal(listed, 0);
+  });
+
+  test('token "" for named objects ("task/<ref>") finds each by its ref: the rest of the class is not read', async (t) => {
+    const db = countingRecords(engine.open(await engine.place(t)));
+    t.after(() => db.close());
+    await migrate(db);
+    const events = new EventLog(db);
+    const objects = new ObjectStore(db, events);
+    registerStoredClasses(events, objects, "task", "VM");
+    const tasks = [];
+    for (let i = 0; i < 30; i++) tasks.push(await objects.create("task", record(`t${i}`)));
+    await objects.create("VM", record("vm"));
+    const [first, second] = [tasks[7]!, tasks[3]!].sort((a, b) => (a.ref < b.ref ? -1 : 1));
+    db.reset();
+    const batch = await events.from([`task/${second!.ref}`, `task/${first!.ref}`, "task/OpaqueRef:no-such-task", "vm"], "", 0);
+    assert.deepEqual(
+      (batch.events as Event[]).map((e) => `${e.class} ${e.ref}`).sort(),
+      [`task ${first!.ref}`, `task ${second!.ref}`, `vm ${(await objects.refs("VM"))[0]}`].sort(),
+      "a named object that does not exist contributes nothing",
+    );
+    assert.deepEqual((batch.events as Event[]).filter((e) => e.class === "task").map((e) => e.ref), [first!.ref, second!.ref], "in ref order, as a listing gives them");
+    assert.deepEqual(batch.valid_ref_counts, { task: 30, vm: 1 });
+    assert.equal(db.seen.records, 2 + 1, "the 2 tasks named that exist, the one VM listed");
+    assert.ok(!db.seen.statements.some((sql) => /COUNT\(/i.test(sql)), "counts come from the counters the store keeps");
+    db.reset();
+    const later = await events.from([`task/${first!.ref}`], batch.token, 0);
+    assert.deepEqual(later.valid_ref_counts, { task: 30 });
+    assert.equal(db.seen.records, 0);
+    assert.ok(!db.seen.statements.some((sql) => /COUNT\(/i.test(sql)));
+    // A class subscribed to whole as well as by name is listed, as before.
+    const whole = await events.from(["task", `task/${first!.ref}`], "", 0);
+    assert.equal(whole.events.length, 30);
   });
 
   test('token "" answers the current objects as "add" events, valid_ref_counts and a token', async (t) => {
@@ -175,6 +208,19 @@ describe("event calls", () => {
     assert.ok(Date.now() - began < 1000, "answered at once");
     assert.deepEqual(batch.events.map((e) => [e.class, e.operation, e.ref]), [["pool", "mod", ts.poolRef]]);
     assert.ok(Number(batch.token) > Number(token));
+  });
+
+  test('event.from(["task/<ref>"], "") as XenApiClient.waitTask first calls it reads that task only', async (t) => {
+    const db = countingRecords(openSqlite(":memory:"));
+    const ts = await openTestToolstack(t, { database: db });
+    const session = String(await invoke(ts, "session.login_with_password", ["root", ROOT_PASSWORD]));
+    const refs = [];
+    for (let i = 0; i < 40; i++) refs.push(await ts.tasks.create({ name_label: `t${i}` }));
+    db.reset();
+    const batch = (await invoke(ts, "event.from", [session, [`task/${refs[5]}`], "", 0])) as { events: Event[]; valid_ref_counts: Record<string, number> };
+    assert.deepEqual(batch.events.map((e) => [e.class, e.operation, e.ref, e.snapshot?.name_label]), [["task", "add", refs[5], "t5"]]);
+    assert.equal(batch.valid_ref_counts.task, 40);
+    assert.equal(db.seen.records, 1);
   });
 
   test("event.from over the call table: timeout given as an XML-RPC double or an int64 string; unknown class in inject", async (t) => {

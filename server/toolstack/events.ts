@@ -24,6 +24,17 @@ interface EventRow {
 
 /** Lists the current objects of a class (for a token of "" and for valid_ref_counts). */
 export type ClassLister = () => Promise<Array<{ ref: string; record: XenRecord }>>;
+/** One object of a class as its lister gives it; undefined when there is none by that ref. */
+export type ObjectFinder = (ref: string) => Promise<XenRecord | undefined>;
+
+interface Wanted {
+  classes: string[];
+  /** Classes subscribed to whole. */
+  whole: ReadonlySet<string>;
+  /** The objects named ("class/ref") of each class not subscribed to whole. */
+  named: ReadonlyMap<string, ReadonlySet<string>>;
+  matches(cls: string, ref: string): boolean;
+}
 
 export interface EventBatch {
   events: XenValue[];
@@ -36,6 +47,7 @@ export class EventLog {
   readonly #waiters = new Set<() => void>();
   readonly #listers = new Map<string, ClassLister>();
   readonly #counters = new Map<string, () => Promise<number>>();
+  readonly #finders = new Map<string, ObjectFinder>();
   #appended = 0;
   /** An event was appended in a transaction not yet committed: waiting readers are woken once it is. */
   #unannounced = false;
@@ -51,11 +63,13 @@ export class EventLog {
 
   /**
    * Registers how to list a class's objects (every class event.from can name) and, where listing is dear
-   * (VDIs: an SR.ls per SR), how to count them for valid_ref_counts, which every answer carries.
+   * (VDIs: an SR.ls per SR), how to count them for valid_ref_counts, which every answer carries, and how to find
+   * one object, so a snapshot of named objects ("task/<ref>") does not list the whole class.
    */
-  registerClass(cls: string, lister: ClassLister, counter?: () => Promise<number>): void {
+  registerClass(cls: string, lister: ClassLister, counter?: () => Promise<number>, finder?: ObjectFinder): void {
     this.#listers.set(cls, lister);
     if (counter !== undefined) this.#counters.set(cls, counter);
+    if (finder !== undefined) this.#finders.set(cls, finder);
   }
 
   /** The class as registered, whatever its case (xapi's clients write "vm" and "VM" alike). */
@@ -88,6 +102,13 @@ export class EventLog {
   /** An event for an object outside any other change (event.inject, VDI changes made through plugins). */
   record(cls: string, ref: string, operation: "add" | "mod" | "del", snapshot: XenRecord | null): Promise<number> {
     return this.#db.transaction((tx) => this.append(tx, cls, ref, operation, snapshot));
+  }
+
+  /** The record the latest event of an object carried: undefined when the log holds none, null when it was a removal. */
+  async latest(cls: string, ref: string): Promise<XenRecord | null | undefined> {
+    const row = await this.#db.get<{ operation: string; snapshot: string | null }>("SELECT operation, snapshot FROM events WHERE ref = ? AND class = ? ORDER BY id DESC LIMIT 1", [ref, cls]);
+    if (row === undefined) return undefined;
+    return row.operation === "del" || row.snapshot === null ? null : (JSON.parse(row.snapshot) as XenRecord);
   }
 
   async currentToken(): Promise<string> {
@@ -135,36 +156,57 @@ export class EventLog {
     });
   }
 
-  #resolveClasses(names: readonly string[]): { classes: string[]; matches(cls: string, ref: string): boolean } {
-    if (names.includes("*")) return { classes: this.classes, matches: () => true };
+  #resolveClasses(names: readonly string[]): Wanted {
+    if (names.includes("*")) return { classes: this.classes, whole: new Set(this.classes), named: new Map(), matches: () => true };
     const whole = new Set<string>();
-    const single = new Set<string>();
+    const named = new Map<string, Set<string>>();
     for (const name of names) {
       const [clsName, ref] = name.split("/", 2) as [string, string | undefined];
       const cls = this.canonicalClass(clsName);
       if (cls === undefined) continue; // xapi ignores classes it does not know
       if (ref === undefined) whole.add(cls);
-      else single.add(`${cls}/${ref}`);
+      else named.set(cls, (named.get(cls) ?? new Set()).add(ref));
     }
-    const classes = [...new Set([...whole, ...[...single].map((s) => s.split("/")[0]!)])];
-    return { classes, matches: (cls, ref) => whole.has(cls) || single.has(`${cls}/${ref}`) };
+    for (const cls of whole) named.delete(cls);
+    const classes = [...new Set([...whole, ...named.keys()])];
+    return { classes, whole, named, matches: (cls, ref) => whole.has(cls) || named.get(cls)?.has(ref) === true };
+  }
+
+  #count(cls: string): Promise<number> {
+    return this.#counters.get(cls)?.() ?? this.#listers.get(cls)!().then((all) => all.length);
   }
 
   async #counts(classes: readonly string[]): Promise<Record<string, number>> {
     const counts: Record<string, number> = {};
-    for (const cls of classes) counts[cls.toLowerCase()] = await (this.#counters.get(cls)?.() ?? this.#listers.get(cls)!().then((all) => all.length));
+    for (const cls of classes) counts[cls.toLowerCase()] = await this.#count(cls);
     return counts;
   }
 
-  async #snapshot(wanted: { classes: string[]; matches(cls: string, ref: string): boolean }): Promise<EventBatch> {
+  /** The current objects of `cls` the subscription wants; with its count where they were all listed anyway. */
+  async #current(cls: string, wanted: Wanted): Promise<{ objects: Array<{ ref: string; record: XenRecord }>; count?: number }> {
+    const refs = wanted.named.get(cls);
+    const find = this.#finders.get(cls);
+    if (refs === undefined || find === undefined) {
+      const all = await this.#listers.get(cls)!();
+      return { objects: all.filter(({ ref }) => wanted.matches(cls, ref)), count: all.length };
+    }
+    const objects: Array<{ ref: string; record: XenRecord }> = [];
+    // In ref order, as a listing gives them.
+    for (const ref of [...refs].sort()) {
+      const record = await find(ref);
+      if (record !== undefined) objects.push({ ref, record });
+    }
+    return { objects };
+  }
+
+  async #snapshot(wanted: Wanted): Promise<EventBatch> {
     const token = await this.currentToken();
     const events: XenValue[] = [];
     const counts: Record<string, number> = {};
     for (const cls of wanted.classes) {
-      const objects = await this.#listers.get(cls)!();
-      counts[cls.toLowerCase()] = objects.length;
+      const { objects, count } = await this.#current(cls, wanted);
+      counts[cls.toLowerCase()] = count ?? (await this.#count(cls));
       for (const { ref, record } of objects) {
-        if (!wanted.matches(cls, ref)) continue;
         const timestamp = (Date.now() / 1000).toFixed(3);
         events.push({ id: token, timestamp, class: cls.toLowerCase(), operation: "add", ref, snapshot: present(cls, record) });
       }

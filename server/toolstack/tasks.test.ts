@@ -6,6 +6,8 @@ import { rm } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, test } from "node:test";
 import { StorageError } from "../storage/errors.ts";
+import { openSqlite } from "./db/sqlite.ts";
+import { countingRecords } from "./db/testing.ts";
 import { FINISHED_TASK_TTL_MS, TASK_KIND_KEY } from "./tasks.ts";
 import { openTestToolstack, ROOT_PASSWORD, tempDataDir } from "./testing.ts";
 import { openToolstack, type Toolstack } from "./toolstack.ts";
@@ -249,6 +251,57 @@ describe("tasks", () => {
     assert.deepEqual((await ts.objects.all("task")).map((o) => o.ref).sort(), [...kept, running].sort());
     finish();
     await finished(ts, running);
+  });
+
+  test("collection reads only the tasks that expired, however many others there are", async (t) => {
+    const db = countingRecords(openSqlite(":memory:"));
+    const ts = await openTestToolstack(t, { database: db });
+    const now = Date.now();
+    const old = xenDate(new Date(now - FINISHED_TASK_TTL_MS - 60_000));
+    for (let i = 0; i < 50; i++) await ts.tasks.succeed(await ts.tasks.create({ name_label: `lately ${i}` }), "done");
+    const expired = [];
+    for (let i = 0; i < 3; i++) {
+      const ref = await ts.tasks.create({ name_label: `long ago ${i}` });
+      await invoke(ts, "task.set_status", [await login(ts), ref, "failure"]);
+      await ts.objects.set("task", ref, { finished: old });
+      expired.push(ref);
+    }
+    db.reset();
+    assert.equal(await ts.tasks.collect(now), 3);
+    assert.equal(db.seen.records, 3, "each expired task read once, to destroy it; none of the 50 others");
+    assert.equal(await ts.objects.count("task"), 50);
+    db.reset();
+    assert.equal(await ts.tasks.collect(now), 0);
+    assert.equal(db.seen.records, 0);
+  });
+
+  test("collection goes in batches, past expired tasks still running here, to the last expired one", async (t) => {
+    const ts = await openTestToolstack(t);
+    const now = Date.now();
+    const old = xenDate(new Date(now - FINISHED_TASK_TTL_MS - 60_000));
+    const finishes: Array<() => void> = [];
+    const running = [];
+    for (let i = 0; i < 3; i++) {
+      const ref = await ts.tasks.start(`running ${i}`, () => new Promise<undefined>((resolve) => finishes.push(() => resolve(undefined))));
+      await ts.objects.set("task", ref, { created: xenDate(new Date(now - FINISHED_TASK_TTL_MS - 120_000)) });
+      running.push(ref);
+    }
+    for (let i = 0; i < 5; i++) await ts.objects.set("task", await ts.tasks.create({ name_label: `old ${i}` }), { status: "success", finished: old });
+    assert.equal(await ts.tasks.collect(now, 2), 5);
+    assert.deepEqual((await ts.objects.refs("task")).sort(), [...running].sort());
+    for (const finish of finishes) finish();
+    for (const ref of running) await finished(ts, ref);
+  });
+
+  test("task.get_all answers the refs as get_all_records orders them, reading no record", async (t) => {
+    const db = countingRecords(openSqlite(":memory:"));
+    const ts = await openTestToolstack(t, { database: db });
+    const session = await login(ts);
+    for (let i = 0; i < 20; i++) await ts.tasks.create({ name_label: `t${i}` });
+    const records = Object.keys((await invoke(ts, "task.get_all_records", [session])) as Record<string, unknown>);
+    db.reset();
+    assert.deepEqual(await invoke(ts, "task.get_all", [session]), records);
+    assert.equal(db.seen.records, 0);
   });
 
   test("after a restart: pending tasks nothing runs are failed with the reason; a registered kind is handed over", async (t) => {

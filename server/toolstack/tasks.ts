@@ -2,17 +2,19 @@
 // XML-RPC encoded; error_info = [code, params...]. Work runs in this process with an AbortSignal that
 // task.cancel fires. Finished tasks are kept FINISHED_TASK_TTL, then collected. Pending tasks that a previous
 // run of the service left behind are handed to the recovery hook of their kind, or failed with a reason.
-import { setTimeout as sleep } from "node:timers/promises";
+import { setImmediate as yieldToEvents, setTimeout as sleep } from "node:timers/promises";
 import type { Queryable } from "./db/database.ts";
 import { hostErrors } from "./hosts.ts";
 import { objectErrors } from "./object-errors.ts";
-import type { ObjectStore, StoredObject } from "./objects.ts";
+import type { Expired, ObjectStore, StoredObject } from "./objects.ts";
 import { XenApiError, xenErrors } from "../xenapi/errors.ts";
 import { toXenApiError } from "./xenapi-errors.ts";
 import { encodeXmlRpcValue } from "../xenapi/xml-rpc.ts";
-import { NULL_REF, parseXenDate, xenDate, type XenRecord, type XenValue } from "../xenapi/values.ts";
+import { NULL_REF, xenDate, type XenRecord, type XenValue } from "../xenapi/values.ts";
 
-export const FINISHED_TASK_TTL_MS = 24 * 60 * 60 * 1000;
+export { FINISHED_TASK_TTL_MS } from "./task-expiry.ts";
+/** Expired tasks removed per transaction: each batch holds the event loop a few ms, then lets it run. */
+const COLLECT_BATCH = 100;
 /** Progress is written at most this often (a copy reports many times a second). */
 const PROGRESS_INTERVAL_MS = 250;
 /** other_config key naming what a task does, for recovery after a restart. */
@@ -317,17 +319,21 @@ export class Tasks {
     await this.#objects.set("task", ref, { status: "failure", error_info: record.error_info ?? [], finished: record.finished ?? xenDate(), allowed_operations: [], other_config });
   }
 
-  /** Removes tasks finished longer than FINISHED_TASK_TTL ago, and pending ones nobody touched for as long. */
-  async collect(now = Date.now()): Promise<number> {
+  /**
+   * Removes tasks finished longer than FINISHED_TASK_TTL ago, and pending ones nobody touched for as long
+   * (task-expiry.ts), found by their expiry: only those are read.
+   */
+  async collect(now = Date.now(), batch = COLLECT_BATCH): Promise<number> {
     let removed = 0;
-    for (const { ref, record } of await this.#objects.all("task")) {
-      const finished = record.status !== "pending" && record.status !== "cancelling";
-      const stamp = parseXenDate(String(finished ? record.finished : record.created));
-      if (stamp !== undefined && now - stamp > FINISHED_TASK_TTL_MS && !this.#running.has(ref)) {
-        await this.#objects.destroy("task", ref);
-        removed++;
-      }
+    let after: Expired | undefined;
+    for (;;) {
+      const due = await this.#objects.expired("task", now, batch, after);
+      const idle = due.filter(({ ref }) => !this.#running.has(ref)).map(({ ref }) => ref);
+      if (idle.length > 0) removed += await this.#objects.destroyExpired("task", idle, now);
+      if (due.length < batch) return removed;
+      // Running ones stay: the next page starts after them.
+      after = due.at(-1);
+      await yieldToEvents();
     }
-    return removed;
   }
 }

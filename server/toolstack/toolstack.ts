@@ -15,7 +15,7 @@ import { openPostgres } from "./db/postgres.ts";
 import { EventLog } from "./events.ts";
 import { API_VERSION, joinPool, PoolMembership } from "./hosts.ts";
 import type { Route } from "./http.ts";
-import { ObjectStore } from "./objects.ts";
+import { ObjectStore, registerStoredClasses } from "./objects.ts";
 import { Sessions } from "./sessions.ts";
 import { Storage } from "./storage.ts";
 import { Tasks } from "./tasks.ts";
@@ -108,7 +108,7 @@ export async function openToolstack(options: ToolstackOptions = {}, features: Fe
   if (generated !== undefined) options.onGeneratedPassword?.(generated);
   const methods = new MethodTable();
   for (const feature of [...CORE, ...features]) methods.add(...feature.calls);
-  for (const cls of ["pool", "host", "task"]) events.registerClass(cls, () => objects.all(cls), () => objects.count(cls));
+  registerStoredClasses(events, objects, "pool", "host", "task");
 
   const timers: NodeJS.Timeout[] = [];
   const ts: Toolstack = {

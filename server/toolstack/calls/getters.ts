@@ -6,7 +6,7 @@ import { present, type XenValue } from "../../xenapi/values.ts";
 
 export function objectGetters(cls: string, fields: readonly string[] = []): MethodDef[] {
   return [
-    method(`${cls}.get_all`, [], async ({ ts }) => (await ts.objects.all(cls)).map((o) => o.ref)),
+    method(`${cls}.get_all`, [], ({ ts }) => ts.objects.refs(cls)),
     method(`${cls}.get_all_records`, [], async ({ ts }) => {
       const out: Record<string, XenValue> = {};
       for (const { ref, record } of await ts.objects.all(cls)) out[ref] = present(cls, record);

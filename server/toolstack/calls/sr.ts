@@ -298,6 +298,11 @@ export const srCalls = [
 
 /** Lists SR records for event.from. */
 export const listSrRecords = async (ts: Toolstack) => [...(await srSource.all(ts))].map(([ref, record]) => ({ ref, record }));
+/** One SR's record as listSrRecords gives it; undefined for no such SR. */
+export async function findSrRecord(ts: Toolstack, ref: string): Promise<XenRecord | undefined> {
+  const stored = await ts.objects.find("SR", ref);
+  return stored === undefined ? undefined : presentSr(ts, stored);
+}
 
 /**
  * Start-up: SRs attached before are attached again (after a reboot the plugins may need it; SR.attach is

@@ -24,7 +24,7 @@ import {
   VDI_TYPES,
   vdiRecord,
 } from "../vdi-records.ts";
-import { xenErrors } from "../../xenapi/errors.ts";
+import { XenApiError, xenErrors } from "../../xenapi/errors.ts";
 import { KEYS, OTHER_CONFIG_PREFIX } from "../../xenapi/vdi-identity.ts";
 import { method, type MethodOptions } from "../methods.ts";
 import { zBool, zInt, zRef, zString, zStringMap } from "../../xenapi/params.ts";
@@ -93,6 +93,20 @@ const vdiSource: RecordSource = {
 
 /** Lists VDI records for event.from. */
 export const listVdiRecords = async (ts: Toolstack) => [...(await vdiSource.all(ts))].map(([ref, record]) => ({ ref, record }));
+/**
+ * One VDI's record as listVdiRecords gives it (one SR listed, not all); undefined where the listing would not
+ * have it: no such VDI, its SR detached, or (logged, as there) its SR failing to answer.
+ */
+export async function findVdiRecord(ts: Toolstack, ref: string): Promise<XenRecord | undefined> {
+  try {
+    return await vdiSource.get(ts, ref);
+  } catch (error) {
+    if (!(error instanceof XenApiError && ["HANDLE_INVALID", "SR_NOT_ATTACHED"].includes(error.code))) {
+      console.error(`VDI ${ref}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    return undefined;
+  }
+}
 
 function requireFeature(sr: AttachedSr, feature: string): void {
   if (!hasFeature(sr.plugin, feature)) throw objectErrors.srOperationNotSupported(sr.ref);

@@ -176,6 +176,30 @@ const allVersions = Array.from({ length: SCHEMA_VERSION }, (_, i) => ({ version:
     assert.deepEqual(plain(await db.all("SELECT a, b, c FROM v WHERE c = 'it''s ? here'")), [{ a: 2 ** 53 - 1, b: 0.25, c: "it's ? here" }]);
   });
 
+  test("migration 5 gives the tasks already there their expiry, and every class its count", async (t) => {
+    const db = await openDb(t);
+    await migrate(db, { to: 4 });
+    const made = Date.parse("2026-01-01T00:00:00Z");
+    const rows: Array<[string, string, object]> = [
+      ["OpaqueRef:a", "task", { status: "success", created: "20260101T00:00:00Z", finished: "20260101T00:00:10Z" }],
+      ["OpaqueRef:b", "task", { status: "pending", created: "20260101T00:00:00Z", finished: "19700101T00:00:00Z" }],
+      ["OpaqueRef:c", "task", { status: "failure", created: "20260101T00:00:00Z", finished: "19700101T00:00:00Z" }],
+      ["OpaqueRef:d", "VM", { created: "20260101T00:00:00Z" }],
+    ];
+    for (const [ref, cls, record] of rows) {
+      await db.run("INSERT INTO objects (ref, class, uuid, name_label, record) VALUES (?, ?, ?, '', ?)", [ref, cls, ref, JSON.stringify(record)]);
+    }
+    await migrate(db);
+    assert.deepEqual(plain(await db.all("SELECT ref, expires FROM objects ORDER BY ref")), [
+      { ref: "OpaqueRef:a", expires: made + 10_000 + 24 * 3600_000 },
+      { ref: "OpaqueRef:b", expires: made + 24 * 3600_000 },
+      { ref: "OpaqueRef:c", expires: null },
+      { ref: "OpaqueRef:d", expires: null },
+    ]);
+    const counts = await db.all<{ name: string; value: number }>("SELECT name, value FROM counters WHERE name LIKE 'objects:%'");
+    assert.deepEqual(Object.fromEntries(counts.map((row) => [row.name, row.value])), { "objects:VM": 1, "objects:task": 3 });
+  });
+
   test("a database made by a newer Hangar is refused", async (t) => {
     const db = await openDb(t);
     await migrate(db);

@@ -1,8 +1,11 @@
 // Schema migrations, applied in order, each in one transaction, recorded in schema_migrations. Every
-// statement runs unchanged on SQLite and PostgreSQL.
-import type { Database } from "./database.ts";
+// statement runs unchanged on SQLite and PostgreSQL; what SQL cannot compute on both (a date inside a record)
+// a migration's `fill` does in code.
+import type { Database, Queryable } from "./database.ts";
+import { taskExpiry } from "../task-expiry.ts";
+import type { XenRecord } from "../../xenapi/values.ts";
 
-const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
+const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[]; fill?: (tx: Queryable) => Promise<void> }> = [
   {
     version: 1,
     statements: [
@@ -103,15 +106,35 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[] }> = [
          config TEXT NOT NULL)`,
     ],
   },
+  {
+    version: 5,
+    statements: [
+      // When housekeeping may remove an object (ms; NULL: never), so it finds expired tasks without reading all.
+      "ALTER TABLE objects ADD COLUMN expires BIGINT",
+      "CREATE INDEX objects_by_expiry ON objects (class, expires, ref)",
+      // A class's refs in order (get_all) straight from an index, not sorted per call.
+      "CREATE INDEX objects_by_class_ref ON objects (class, ref)",
+      // An object's latest event (a VDI's last record, patched when its VBDs change) without reading the log.
+      "CREATE INDEX events_by_ref ON events (ref, id)",
+      // Objects per class ('objects:<class>'), kept by the object store: valid_ref_counts without a COUNT(*).
+      "INSERT INTO counters (name, value) SELECT 'objects:' || class, COUNT(*) FROM objects GROUP BY class",
+    ],
+    fill: async (tx) => {
+      for (const row of await tx.all<{ ref: string; record: string }>("SELECT ref, record FROM objects WHERE class = 'task'")) {
+        await tx.run("UPDATE objects SET expires = ? WHERE ref = ?", [taskExpiry(JSON.parse(row.record) as XenRecord), row.ref]);
+      }
+    },
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /**
- * Brings the schema up to date; refuses a database made by a newer Hangar. One transaction for all of it:
- * hosts starting together on one PostgreSQL database migrate it once, the others then find it current.
+ * Brings the schema up to date (or to version `to`: tests of a migration); refuses a database made by a newer
+ * Hangar. One transaction for all of it: hosts starting together on one PostgreSQL database migrate it once,
+ * the others then find it current.
  */
-export async function migrate(db: Database): Promise<void> {
+export async function migrate(db: Database, options: { to?: number } = {}): Promise<void> {
   await db.transaction(async (tx) => {
     await tx.run("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied TEXT NOT NULL)");
     const row = await tx.get<{ version: number | null }>("SELECT MAX(version) AS version FROM schema_migrations");
@@ -119,8 +142,9 @@ export async function migrate(db: Database): Promise<void> {
     if (current > SCHEMA_VERSION) {
       throw new Error(`the database has schema version ${current}, newer than this Hangar's ${SCHEMA_VERSION}: upgrade Hangar`);
     }
-    for (const migration of MIGRATIONS.filter((m) => m.version > current)) {
+    for (const migration of MIGRATIONS.filter((m) => m.version > current && m.version <= (options.to ?? SCHEMA_VERSION))) {
       for (const statement of migration.statements) await tx.run(statement);
+      await migration.fill?.(tx);
       await tx.run("INSERT INTO schema_migrations (version, applied) VALUES (?, ?)", [migration.version, new Date().toISOString()]);
     }
   });

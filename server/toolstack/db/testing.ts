@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, before, type TestContext } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import type { Database } from "./database.ts";
+import type { Database, Queryable, SqlValue } from "./database.ts";
 import { openPostgres } from "./postgres.ts";
 import { openSqlite } from "./sqlite.ts";
 import { freePort } from "../../free-port.ts";
@@ -125,4 +125,45 @@ export function bothEngines(): TestEngine[] {
     },
     { name: "PostgreSQL", place: () => cluster!.createDatabase(), open: (url) => openPostgres(url) },
   ];
+}
+
+/** A database that counts the stored records (rows with a `record` column) its statements read, and logs the statements. */
+export interface CountingDatabase extends Database {
+  /** Since the last reset(). */
+  readonly seen: { records: number; statements: string[] };
+  reset(): void;
+}
+
+export function countingRecords(db: Database): CountingDatabase {
+  const seen = { records: 0, statements: [] as string[] };
+  const counted = (queryable: Queryable): Queryable => ({
+    all: async <T extends object>(sql: string, params?: readonly SqlValue[]) => {
+      seen.statements.push(sql);
+      const rows = await queryable.all<T>(sql, params);
+      seen.records += rows.filter((row) => "record" in row).length;
+      return rows;
+    },
+    get: async <T extends object>(sql: string, params?: readonly SqlValue[]) => {
+      seen.statements.push(sql);
+      const row = await queryable.get<T>(sql, params);
+      if (row !== undefined && "record" in row) seen.records++;
+      return row;
+    },
+    run: (sql, params) => {
+      seen.statements.push(sql);
+      return queryable.run(sql, params);
+    },
+  });
+  return {
+    ...counted(db),
+    engine: db.engine,
+    transaction: (body) => db.transaction((tx) => body(counted(tx))),
+    onCommit: (listener) => db.onCommit(listener),
+    close: () => db.close(),
+    seen,
+    reset: () => {
+      seen.records = 0;
+      seen.statements = [];
+    },
+  };
 }
