@@ -1,6 +1,6 @@
 // The xapi-storage-script convention (compat-notes §1): run `<dir>/<Interface>.<method> --json`, params as one
 // line on stdin, the bare result on stdout; a non-zero exit prints an error object instead.
-import { constants } from "node:fs";
+import { appendFileSync, constants } from "node:fs";
 import { access, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { CALLER_CODES, StorageError, parseWireError } from "./errors.ts";
@@ -26,6 +26,7 @@ export function createExecTransport(dir: string, plugin: string, options: ExecTr
     async invoke(method, paramsJson) {
       const script = await findScript(dir, method, plugin);
       let run: ScriptRun;
+      const started = performance.now();
       try {
         run = await runScript({ script, args: ["--json"], input: `${paramsJson}\n`, timeoutMs, maxOutputBytes });
       } catch (error) {
@@ -33,9 +34,21 @@ export function createExecTransport(dir: string, plugin: string, options: ExecTr
         const why = `cannot start ${script}: ${(error as Error).message}`;
         throw new StorageError(CALLER_CODES.scriptFailed, [plugin, method, why], `plugin ${plugin} ${method}: ${why}`);
       }
+      trace(plugin, method, run, performance.now() - started);
       return interpret(run, timeoutMs, plugin, method);
     },
   };
+}
+
+/** HANGAR_PLUGIN_TRACE=<file>: one line per call (end time, plugin, method, exit code, wall ms), to see where an operation's time goes. */
+function trace(plugin: string, method: string, run: ScriptRun, ms: number): void {
+  const file = process.env.HANGAR_PLUGIN_TRACE;
+  if (file === undefined || file === "") return;
+  try {
+    appendFileSync(file, `${new Date().toISOString()} ${plugin} ${method} ${run.code ?? run.signal} ${ms.toFixed(0)}\n`);
+  } catch {
+    // A trace that cannot be written must not fail the call.
+  }
 }
 
 /** Case-insensitive lookup, as the real toolstack does (`Plugin.query` finds `Plugin.Query`). */

@@ -39,10 +39,30 @@ const VBD_STATE = {
 
 const VBD_FIELDS = ["uuid", ...Object.keys(VBD_CREATE), ...Object.keys(VBD_STATE)];
 
-/** A "mod" event for each VDI whose VBDs changed (best effort: listings of their SRs). */
-export async function announceVdis(ts: Toolstack, vdis: readonly string[]): Promise<void> {
+/** A VBD that came or went, for its VDI's event. */
+export interface VbdChange {
+  vdi: string;
+  vbd: string;
+  change: "add" | "remove";
+}
+
+/**
+ * A "mod" event for each VDI whose VBDs changed: its last announced record with the VBDs changed (no plugin
+ * call: an SR.ls of a large SR per VBD made a VM's import or removal cost a listing per disk), or, when the log
+ * no longer holds one, its SR listed (best effort).
+ */
+export async function announceVdis(ts: Toolstack, changes: readonly VbdChange[]): Promise<void> {
   const bySr = new Map<string, string[]>();
-  for (const vdi of new Set(vdis)) {
+  for (const [vdi, ofVdi] of Map.groupBy(changes, (change) => change.vdi)) {
+    const last = await ts.events.latest("VDI", vdi);
+    if (last === null) continue;
+    if (last !== undefined) {
+      const gone = new Set(ofVdi.filter((c) => c.change === "remove").map((c) => c.vbd));
+      const added = ofVdi.filter((c) => c.change === "add").map((c) => c.vbd);
+      const vbds = [...new Set([...(last.VBDs as string[]).filter((vbd) => !gone.has(vbd)), ...added])];
+      await ts.events.record("VDI", vdi, "mod", { ...last, VBDs: vbds });
+      continue;
+    }
     const location = await findVdiLocation(ts, vdi);
     if (location !== undefined) bySr.set(location.sr_ref, [...(bySr.get(location.sr_ref) ?? []), vdi]);
   }
@@ -85,7 +105,7 @@ export async function createVbd(ts: Toolstack, args: Record<string, unknown>): P
     await ts.objects.update("VM", vm, (r) => ({ ...r, VBDs: [...(r.VBDs as string[]), vbd.ref] }), tx);
     return vbd.ref;
   });
-  if (vdi !== NULL_REF) await announceVdis(ts, [vdi]);
+  if (vdi !== NULL_REF) await announceVdis(ts, [{ vdi, vbd: ref, change: "add" }]);
   return ref;
 }
 
@@ -100,7 +120,7 @@ export const vbdCalls = [
       if (vm !== undefined) await ts.objects.update("VM", vm.ref, (r) => ({ ...r, VBDs: (r.VBDs as string[]).filter((v) => v !== ref) }), tx);
       return found;
     });
-    if (vbd.record.VDI !== NULL_REF) await announceVdis(ts, [String(vbd.record.VDI)]);
+    if (vbd.record.VDI !== NULL_REF) await announceVdis(ts, [{ vdi: String(vbd.record.VDI), vbd: ref, change: "remove" }]);
   }),
   fieldSetter("VBD", "bootable", zBool),
   fieldSetter("VBD", "mode", zString, (mode) => {

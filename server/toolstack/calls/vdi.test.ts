@@ -3,7 +3,8 @@
 // events for every change, keys a client gives checked against SR.ls, volumes changed behind the
 // toolstack's back, and ids that survive a restart.
 import assert from "node:assert/strict";
-import { readdirSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { openVolumeData } from "../../plugins/filesr/index.ts";
@@ -196,6 +197,25 @@ describe("VDI", () => {
     await assertXenError(client.call("VDI.get_record", vdi), "HANDLE_INVALID");
     assert.ok((await vdiEvents(token)).some((e) => e.ref === vdi && e.operation === "del" && (e.snapshot as Rec).location === location));
     await assert.rejects(file.call("Volume.stat", { dbg, sr: srUri, key: String(location) }), /Volume_does_not_exist/);
+  });
+
+  test("a VBD made or removed announces its VDI with the VBDs changed, without listing the SR (an SR.ls per disk at scale)", async () => {
+    const vdi = await create();
+    const vm = await client.call<string>("VM.create", { name_label: "holder" });
+    const token = await currentToken();
+    const trace = join(mkdtempSync(join(tmpdir(), "hangar-trace-")), "plugins.log");
+    process.env.HANGAR_PLUGIN_TRACE = trace;
+    let vbd: string;
+    try {
+      vbd = await client.call<string>("VBD.create", { VM: vm, VDI: vdi, type: "Disk", mode: "RW" });
+      await client.call("VBD.destroy", vbd);
+    } finally {
+      delete process.env.HANGAR_PLUGIN_TRACE;
+    }
+    assert.doesNotMatch(existsSync(trace) ? readFileSync(trace, "utf8") : "", / SR\.ls /);
+    const mods = (await vdiEvents(token)).filter((e) => e.ref === vdi && e.operation === "mod");
+    assert.deepEqual(mods.map((e) => (e.snapshot as Rec).VBDs), [[vbd], []]);
+    assert.equal((mods[0]!.snapshot as Rec).uuid, (await record(vdi)).uuid);
   });
 
   test("CBT: enable_cbt, list_changed_blocks between snapshots, data_destroy, disable_cbt", async () => {

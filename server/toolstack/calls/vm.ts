@@ -155,11 +155,11 @@ const MEMORY_FIELDS = ["memory_static_max", "memory_dynamic_max", "memory_dynami
 export async function destroyVm(ts: Toolstack, ref: string): Promise<string[]> {
   const vdis = await ts.db.transaction(async (tx) => {
     const vm = await ts.objects.get("VM", ref, tx);
-    const used: Array<{ vdi: string; disk: boolean }> = [];
+    const used: Array<{ vdi: string; vbd: string; disk: boolean }> = [];
     for (const vbd of vm.record.VBDs as string[]) {
       const found = await ts.objects.find("VBD", vbd, tx);
       if (found === undefined) continue;
-      used.push({ vdi: String(found.record.VDI), disk: found.record.type === "Disk" });
+      used.push({ vdi: String(found.record.VDI), vbd, disk: found.record.type === "Disk" });
       await ts.objects.destroy("VBD", vbd, tx);
     }
     for (const vif of vm.record.VIFs as string[]) {
@@ -172,7 +172,7 @@ export async function destroyVm(ts: Toolstack, ref: string): Promise<string[]> {
     await ts.objects.destroy("VM", ref, tx);
     return used.filter((u) => u.vdi !== NULL_REF);
   });
-  await announceVdis(ts, vdis.map((u) => u.vdi));
+  await announceVdis(ts, vdis.map((u) => ({ vdi: u.vdi, vbd: u.vbd, change: "remove" as const })));
   return vdis.filter((u) => u.disk).map((u) => u.vdi);
 }
 
