@@ -102,6 +102,14 @@ describe("the volume plugin's bundle", () => {
     assert.equal(JSON.parse(result.stdout).plugin, "file");
   });
 
+  test("the nbd datapath's volume daemon is bundled too, and loads no TypeScript", () => {
+    const nbd = realpathSync(resolve(import.meta.dirname, "../datapath/nbd/.bundle/current"));
+    // Without its volume URI it stops at its usage line: everything it imports has loaded by then.
+    const result = spawnSync(process.execPath, ["--no-experimental-strip-types", join(nbd, "daemon.mjs")], { encoding: "utf8", env: { ...process.env, HANGAR_DATA_DIR: join(dir, "data") } });
+    assert.notEqual(result.status, 0);
+    assert.match(result.stderr, /usage: daemon\.ts <volume URI>/);
+  });
+
   test("params are still checked in the bundle; an unknown method is Unimplemented", () => {
     const bad = runBundle(copy, "SR.stat", { dbg: "t" });
     assert.equal(bad.status, 1);

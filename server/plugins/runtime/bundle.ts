@@ -13,6 +13,7 @@ const PLUGINS_DIR = resolve(import.meta.dirname, "..");
 const SERVER_DIR = resolve(PLUGINS_DIR, "..");
 const REPO_ROOT = resolve(SERVER_DIR, "..");
 const ENTRY = "hangar-plugin-entry";
+const DAEMON_ENTRY = "hangar-daemon-entry";
 /** Builds older than this are removed; younger ones may still be loading chunks in a running call. */
 const KEEP_OLD_BUILDS_MS = 10 * 60 * 1000;
 
@@ -42,6 +43,14 @@ if (bundleIsFresh(new URL("./manifest.json", import.meta.url))) {
   const [source, dispatcher] = await Promise.all([import(sources.plugin), import(sources.dispatcher)]);
   await dispatcher.runScriptEntry(source.plugin, method);
 }
+`;
+}
+
+/** The generated entry of a plugin's daemon (`daemon.ts` beside its dispatcher, exporting `daemonMain`), started by the plugin while its bundle is fresh. */
+function daemonEntrySource(pluginDir: string): string {
+  return `
+import { daemonMain } from ${JSON.stringify(join(pluginDir, "daemon.ts"))};
+await daemonMain(process.argv.slice(2));
 `;
 }
 
@@ -104,7 +113,7 @@ export async function bundlePlugin(pluginDir: string, dataProperties = builtinDa
   const outdir = join(bundleDir, build);
   mkdirSync(outdir, { recursive: true });
   const result = await esbuild.build({
-    entryPoints: { plugin: ENTRY },
+    entryPoints: { plugin: ENTRY, ...(existsSync(join(pluginDir, "daemon.ts")) ? { daemon: DAEMON_ENTRY } : {}) },
     bundle: true,
     splitting: true,
     format: "esm",
@@ -119,9 +128,9 @@ export async function bundlePlugin(pluginDir: string, dataProperties = builtinDa
       {
         name: "hangar-plugin",
         setup(build) {
-          build.onResolve({ filter: new RegExp(`^${ENTRY}$`) }, () => ({ path: ENTRY, namespace: "hangar-entry" }));
-          build.onLoad({ filter: /.*/, namespace: "hangar-entry" }, () => ({
-            contents: entrySource(pluginDir),
+          build.onResolve({ filter: new RegExp(`^(${ENTRY}|${DAEMON_ENTRY})$`) }, (args) => ({ path: args.path, namespace: "hangar-entry" }));
+          build.onLoad({ filter: /.*/, namespace: "hangar-entry" }, (args) => ({
+            contents: args.path === DAEMON_ENTRY ? daemonEntrySource(pluginDir) : entrySource(pluginDir),
             loader: "ts",
             resolveDir: pluginDir,
           }));

@@ -1,13 +1,22 @@
 // The plugin side of a volume daemon: start it, find it, send it typed commands, stop it.
-import { fileURLToPath } from "node:url";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { FileSrError, type FileSrErrorKind } from "../../filesr/index.ts";
 import { isPidRunning } from "../../filesr/liveness.ts";
+import { bundleIsFresh } from "../../runtime/bundle-freshness.ts";
 import { control, type Daemon, ensureDaemon, findDaemon, stopDaemon } from "../../runtime/daemon.ts";
 import { type Command, type CommandBody, type CommandResult, commands, FILESR_ERROR, STOPPING } from "./control-protocol.ts";
 import { daemonName } from "./paths.ts";
 
-const DAEMON_SCRIPT = fileURLToPath(new URL("./daemon.ts", import.meta.url));
+const DAEMON_SOURCE = fileURLToPath(new URL("./daemon.ts", import.meta.url));
+
+/** The plugin's bundled daemon while its bundle is fresh (it starts ~ms sooner: one pre-linked file), else the sources. */
+function daemonScript(): string {
+  const bundled = join(dirname(DAEMON_SOURCE), ".bundle", "current");
+  return bundleIsFresh(pathToFileURL(join(bundled, "manifest.json"))) && existsSync(join(bundled, "daemon.mjs")) ? join(bundled, "daemon.mjs") : DAEMON_SOURCE;
+}
 const START_ATTEMPTS = 20;
 const EXIT_WAIT_MS = 10_000;
 
@@ -24,7 +33,7 @@ export async function send<C extends Command>(daemon: Daemon, command: C, body: 
 /** Sends a command to the volume's daemon, starting one when none runs or the one found is stopping. */
 export async function sendStarting<C extends Command>(uri: string, command: C, body: CommandBody<C>): Promise<CommandResult<C>> {
   for (let attempt = 1; ; attempt++) {
-    const daemon = await ensureDaemon(daemonName(uri), DAEMON_SCRIPT, [uri]);
+    const daemon = await ensureDaemon(daemonName(uri), daemonScript(), [uri]);
     try {
       return await send(daemon, command, body);
     } catch (error) {

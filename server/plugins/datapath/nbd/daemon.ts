@@ -276,8 +276,11 @@ async function runVolumeDaemon(uri: string): Promise<void> {
   log(`serving ${uri} (pid ${process.pid})`);
 }
 
-if (import.meta.main) {
-  const uri = process.argv[2];
+/** The daemon's command line (`daemon.ts <volume URI>`), run from the sources or from the plugin's bundle. */
+export async function daemonMain(args: readonly string[]): Promise<void> {
+  const uri = args[0];
   if (uri === undefined) throw new Error("usage: daemon.ts <volume URI>");
   await runVolumeDaemon(uri);
 }
+
+if (import.meta.main) await daemonMain(process.argv.slice(2));

@@ -34,6 +34,8 @@ describe("nbd datapath lifecycle", () => {
     const unaligned = pattern(2, 5000);
     const nbdUri = await hangar.plug(volume.uri, "d1");
     assert.match(nbdUri, /^nbd:unix:\/.+\.sock:exportname=/);
+    // A fresh bundle (npm test builds it) starts the bundled daemon, not the sources.
+    assert.deepEqual(hangar.daemonPids().map((pid) => /\/\.bundle\/[^/]+\/daemon\.mjs\0/.test(readFileSync(`/proc/${pid}/cmdline`, "latin1"))), [true]);
     const writer = await NbdClient.connect(nbdUri);
     assert.equal(writer.size, volume.size);
     assert.equal(writer.readOnly, false);
