@@ -283,8 +283,10 @@ export async function decompressing(source: Readable): Promise<{ compression: Co
 
   // Node's zstd decoder drops whatever follows a frame's end in the same write (unless the frame's output
   // happened to end on its 16 KiB output buffer), so its input is first cut at frame boundaries.
-  // Output in 1 MiB pieces: the default 16 KiB makes a callback and a buffer per piece (most of an import's CPU).
-  const chunkSize = 1024 * 1024;
+  // Output in 128 KiB pieces: the default 16 KiB makes a callback and a buffer per piece (most of an import's
+  // CPU), and from 256 KiB on each piece is a mapping of its own (bin/hangar's MALLOC_MMAP_THRESHOLD_), faulted
+  // in page by page: 512 MiB out of zstd took 2.11 s at 1 MiB against 1.49 s at 128 KiB (measured).
+  const chunkSize = OUTPUT_PIECE;
   const stages: Duplex[] = compression === "gzip" ? [zlib.createGunzip({ chunkSize })] : [zstdFrameSplitter(), zlib.createZstdDecompress({ chunkSize })];
   // The caller's stream: the errors of every stage land here, reworded, and destroying it stops them all.
   const out = new PassThrough();
