@@ -10,7 +10,7 @@ import { z } from "zod";
 import { formatBytes } from "../lib/format.ts";
 import { srUri } from "../server/plugins/uris.ts";
 import { type ConsoleService, startConsole, trpcQuery } from "./console/console-service.ts";
-import { positiveEnv, summarise, timeSeconds } from "./measure.ts";
+import { positiveEnv, spread, summarise, timeSeconds } from "./measure.ts";
 import { DBG, pluginClient, VOLUME_PLUGIN } from "./storage/plugins.ts";
 import { renderTable, unavailableRow, type Row } from "./table.ts";
 import { bigSrVolumeSize, createBigSr } from "./toolstack/big-sr.ts";
@@ -18,6 +18,8 @@ import { type BenchService, percentile, startBenchService } from "./toolstack/se
 import { openWorkspace } from "./workspace.ts";
 
 const LIST_TARGET_MS = 300;
+/** volumes.list at most this many times the SR.ls exec it runs (the console's own share on top of it). */
+const LIST_OVER_LS = 1.3;
 const SORT_TARGET_MS = 1500;
 const DASHBOARD_SRS = 20;
 
@@ -77,6 +79,17 @@ async function benchVolumes(service: BenchService, site: ConsoleService, browser
       target: `< ${LIST_TARGET_MS} ms`,
       met: p50 < LIST_TARGET_MS,
       note: `${ours.ms.length} calls; console CPU ${summarise(ours.cpuMs).median.toFixed(0)} ms/call (the SR.ls it runs is a process of its own)`,
+    },
+    {
+      // The call runs that exec and waits for it: where the exec alone takes more than the target, the target
+      // is the console's own share on top of it.
+      measure: "  (re-stated: against the SR.ls exec it runs, measured alternately)",
+      ours: `${p50.toFixed(0)} ms p50`,
+      baseline: `${floor.toFixed(0)} ms SR.ls exec`,
+      ratio: p50 / floor,
+      target: `≤ ${LIST_OVER_LS}×`,
+      met: p50 / floor <= LIST_OVER_LS,
+      note: `the console's share ${(p50 - floor).toFixed(0)} ms (parse and check the answer, rows, tRPC, HTTP); SR.ls spread ${spread(summarise(lsMs))} ms`,
     },
   ];
 
