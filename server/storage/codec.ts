@@ -6,7 +6,6 @@ import { parseWireJson, stringifyWireJson } from "./json.ts";
 import { ZVolume, ZVolumes } from "./types.ts";
 import { isCanonicalVolume, isCanonicalVolumeList } from "./volume-fast-path.ts";
 import { wireTypeName } from "./wire.ts";
-import type * as z from "zod/mini";
 
 /**
  * "volumes[2].virtual_size: expected int64, got "x"" — one line per problem, naming the field. `root` names
