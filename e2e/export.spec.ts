@@ -31,6 +31,7 @@ test("Export dialog: the browser downloads the toolstack's export; a broken down
   await importVm(xapi.session, name);
 
   await page.goto("/vms");
+  await page.getByRole("searchbox", { name: "Filter VMs by name" }).fill(name);
   await page.getByRole("link", { name, exact: true }).click();
   await expect(page.getByRole("heading", { level: 1, name })).toBeVisible();
   const uuid = (await page.getByText(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/).first().textContent())!;

@@ -33,6 +33,8 @@ test("a VM made through XenAPI: listed with its disks, opened, renamed, destroye
 
   await page.goto("/vms");
   await expect(page.getByRole("heading", { level: 1, name: "VMs" })).toBeVisible();
+  // The list shows the rows in view (it is virtualized): the filter finds one VM among the suite's many.
+  await page.getByRole("searchbox", { name: "Filter VMs by name" }).fill(name);
   const link = page.getByRole("link", { name, exact: true });
   await expect(link).toBeVisible({ timeout: 10_000 });
   const drives = page.getByRole("list", { name: `Drives of ${name}` });

@@ -8,7 +8,7 @@ import { QueryError } from "@/components/ui/query-state.tsx";
 import { Skeleton } from "@/components/ui/skeleton.tsx";
 import { SkeletonGroup } from "@/components/ui/skeleton-group.tsx";
 import { runningFacts, TaskStateBadge } from "./task-bits.tsx";
-import { useTasks } from "./use-tasks.ts";
+import { useRunningTasks, useTaskHistory } from "./use-tasks.ts";
 
 /** Failures shown on the dashboard; the task page has the whole history. */
 const RECENT_FAILURES = 5;
@@ -29,13 +29,14 @@ function ListSkeleton({ what }: { what: string }) {
 
 /** Running tasks with their progress, for the dashboard. */
 export function RunningTasksSummary() {
-  const query = useTasks();
-  const running = query.data?.tasks.filter((task) => task.state === "running" || task.state === "cancelling") ?? [];
+  const query = useRunningTasks();
+  const running = query.data?.running ?? [];
+  const total = query.data?.totalRunning ?? 0;
   return (
     <Panel
       title="Running tasks"
       level={3}
-      description={query.data === undefined ? "Work the toolstack is doing now." : running.length === 0 ? "Nothing is running." : `${plural(running.length, "task")} running.`}
+      description={query.data === undefined ? "Work the toolstack is doing now." : total === 0 ? "Nothing is running." : `${plural(total, "task")} running.`}
       actions={
         <Link href="/tasks" className={linkClasses}>
           All tasks
@@ -58,8 +59,8 @@ export function RunningTasksSummary() {
               <p className="text-xs text-zinc-600 tabular-nums dark:text-zinc-400">{runningFacts(task).join(" · ")}</p>
             </li>
           ))}
-          {running.length > RUNNING_SHOWN ? (
-            <li className="text-sm text-zinc-600 dark:text-zinc-400">and {plural(running.length - RUNNING_SHOWN, "more task")} on the task page.</li>
+          {total > RUNNING_SHOWN ? (
+            <li className="text-sm text-zinc-600 dark:text-zinc-400">and {plural(total - RUNNING_SHOWN, "more task")} on the task page.</li>
           ) : null}
         </ul>
       )}
@@ -69,8 +70,8 @@ export function RunningTasksSummary() {
 
 /** The last failed tasks with their reason in words, for the dashboard. */
 export function RecentFailures() {
-  const query = useTasks();
-  const failures = (query.data?.tasks.filter((task) => task.state === "failed") ?? []).slice(0, RECENT_FAILURES);
+  const query = useTaskHistory({ status: "failed", limit: RECENT_FAILURES });
+  const failures = query.data?.finished ?? [];
   // The listing's own time: ages agree with the server's clock, and rendering stays pure.
   const now = query.data === undefined ? 0 : Date.parse(query.data.now);
   return (

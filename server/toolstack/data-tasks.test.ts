@@ -90,6 +90,11 @@ describe("data tasks", () => {
     assert.equal(record.status, "success", JSON.stringify(record.error_info));
     assert.equal(record.progress, 1);
     assert.ok([...seen].every((p) => p >= 0 && p <= 1));
+    // What it worked on, kept on the task: a finished one reads (and is found by name) without its volumes.
+    const name = await client.call<string>("VDI.get_name_label", vdi);
+    assert.equal(record.name_description, `Copy of volume “${name}” to SR “other”`);
+    const state = JSON.parse((record.other_config as Record<string, string>)["hangar:data-operation"]!) as Record<string, unknown>;
+    assert.deepEqual([state.name, state.size], [name, 48 * MiB]);
     const copy = /(OpaqueRef:[0-9a-f-]+)/.exec(String(record.result))?.[1];
     assert.ok(copy !== undefined, `task result names the copy: ${String(record.result)}`);
 
@@ -122,6 +127,7 @@ describe("data tasks", () => {
     const record = await client.waitTask(task);
     assert.equal(record.status, "success", JSON.stringify(record.error_info));
     assert.ok((await target.read(0, 16 * MiB)).equals(content));
+    assert.equal(await client.call("task.get_name_description", task), `Copy of volume “${await client.call<string>("VDI.get_name_label", vdi)}” to ${remote}`);
     await assertReleased();
   });
 

@@ -43,11 +43,15 @@ const ZState = z.object({
   what: z.enum(["vdi-copy", "data-copy", "data-mirror"]),
   /** The VDI read or mirrored. */
   vdi: z.string(),
+  /** Its name and size when the task began: a finished task reads without asking for its volumes. */
+  name: z.string().optional(),
+  size: z.number().optional(),
   attachments: z.array(ZAttachment),
   /** VDI.copy: the volume being filled, destroyed unless the copy succeeds. */
   destination: z.object({ sr: z.string(), key: z.string() }).optional(),
   /** VDI.hangar_data_mirror_to_vdi: the existing VDI written into (marked busy, never destroyed). */
   into: z.string().optional(),
+  into_name: z.string().optional(),
   /** The operation, and the datapath URI it runs on (its scheme names the plugin). */
   operation: z.object({ uri: z.string(), id: z.tuple([z.enum(["CopyV1", "MirrorV1"]), z.string()]) }).optional(),
 });
@@ -56,6 +60,11 @@ type DataTaskState = z.infer<typeof ZState>;
 const save = (control: TaskControl, state: DataTaskState, tx?: Queryable) => control.remember(STATE_KEY, JSON.stringify(state), tx);
 
 const message = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+/** What the task works on, in words, as its name_description: pages of tasks find it by its volumes' names. */
+async function describe(ts: Toolstack, control: TaskControl, text: string): Promise<void> {
+  await ts.objects.set("task", control.ref, { name_description: text });
+}
 
 /** Every block of a disk of `size` bytes. */
 function wholeDisk(size: number): Blocklist {
@@ -207,7 +216,9 @@ export async function copyVdi(ts: Toolstack, control: TaskControl, source: Locat
   const { plugin: datapath, uri } = await ts.storage.datapathFor(volume.uri);
   if (!(await offersDataCopy(datapath))) return copyVolume(ts, source, dest, volume);
   await control.remember(TASK_KIND_KEY, DATA_TASK_KIND);
-  const state: DataTaskState = { what: "vdi-copy", vdi: source.ref, attachments: [] };
+  const destName = String((await ts.objects.find("SR", dest.ref))?.record.name_label ?? dest.uuid);
+  await describe(ts, control, `Copy of volume “${volume.name}” to SR “${destName}”`);
+  const state: DataTaskState = { what: "vdi-copy", vdi: source.ref, name: volume.name, size: volume.virtual_size, attachments: [] };
   let created: Volume | undefined;
   let result: string | undefined;
   await seeThrough(
@@ -273,7 +284,8 @@ export async function dataToRemote(ts: Toolstack, control: TaskControl, source: 
   const volume = await source.sr.plugin.client.call("Volume.stat", { dbg: DBG, sr: source.sr.uri, key: source.key });
   const { plugin: datapath, uri } = await ts.storage.datapathFor(volume.uri);
   await control.remember(TASK_KIND_KEY, DATA_TASK_KIND);
-  const state: DataTaskState = { what, vdi: source.ref, attachments: [] };
+  await describe(ts, control, `${what === "data-mirror" ? "Mirror" : "Copy"} of volume “${volume.name}” to ${remote}`);
+  const state: DataTaskState = { what, vdi: source.ref, name: volume.name, size: volume.virtual_size, attachments: [] };
   await seeThrough(ts, control, state, async () => {
     // A mirror needs the volume attached (its writes go through the datapath); a copy reads it read-only.
     const attachment: Attachment = { uri, domain: `hangar-${randomUUID()}`, mode: what === "data-mirror" ? "none" : "ro" };
@@ -307,7 +319,8 @@ export async function mirrorToVdi(ts: Toolstack, control: TaskControl, source: L
   const { plugin: datapath, uri } = await ts.storage.datapathFor(volume.uri);
   const { uri: targetUri } = await ts.storage.datapathFor(target.uri);
   await control.remember(TASK_KIND_KEY, DATA_TASK_KIND);
-  const state: DataTaskState = { what: "data-mirror", vdi: source.ref, into: dest.ref, attachments: [] };
+  await describe(ts, control, `Mirror of volume “${volume.name}” into volume “${target.name}”`);
+  const state: DataTaskState = { what: "data-mirror", vdi: source.ref, name: volume.name, size: volume.virtual_size, into: dest.ref, into_name: target.name, attachments: [] };
   await seeThrough(ts, control, state, async () => {
     const domain = `hangar-${randomUUID()}`;
     const writer: Attachment = { uri: targetUri, domain, mode: "rw" };

@@ -1,5 +1,6 @@
-// The object store's lookups beside the records, on both engines: refs without records, counts kept per class,
-// and tasks' expiry kept on every write, so housekeeping finds expired tasks without reading the others.
+// The object store's lookups beside the records, on both engines: refs without records, counts kept per class
+// (and per class and status), tasks' expiry and status kept on every write, so housekeeping finds expired tasks
+// and a page of tasks is found and counted without reading the others.
 import assert from "node:assert/strict";
 import { describe, test, type TestContext } from "node:test";
 import { migrate } from "./db/migrations.ts";
@@ -100,5 +101,72 @@ describe(`object store on ${engine.name}`, () => {
       (batch.events as Array<{ operation: string }>).map((e) => e.operation),
       Array(5).fill("del"),
     );
+  });
+
+  test("count() by status: kept by create, update and destroy as a task's status changes", async (t) => {
+    const { db, objects } = await openStore(t, engine);
+    const a = await objects.create("task", record("a", { status: "pending" }));
+    const b = await objects.create("task", record("b", { status: "pending" }));
+    await objects.set("task", a.ref, { status: "success" });
+    await objects.set("task", a.ref, { progress: 1 });
+    await objects.set("task", b.ref, { status: "cancelling" });
+    await objects.set("task", b.ref, { status: "cancelled" });
+    await objects.create("task", record("c", { status: "failure" }));
+    await objects.destroy("task", a.ref);
+    await objects.create("VM", record("vm", { status: "not a task's" }));
+    db.reset();
+    const counts = await Promise.all([["pending"], ["cancelling"], ["success"], ["failure", "cancelled"], []].map((statuses) => objects.count("task", statuses)));
+    assert.deepEqual(counts, [0, 0, 0, 2, 0]);
+    assert.equal(await objects.count("VM", ["not a task's"]), 0, "only tasks are counted by status");
+    assert.ok(!db.seen.statements.some((sql) => /COUNT\(/i.test(sql)), db.seen.statements.join("\n"));
+  });
+
+  test("pageByStatus(): latest expiry first, filtered by status and text, totals, no record read", async (t) => {
+    const { db, objects } = await openStore(t, engine);
+    const base = Date.parse("2026-03-01T00:00:00Z");
+    const made: Record<string, string> = {};
+    const statuses = ["success", "failure", "cancelled", "success", "success"];
+    // Finished a second apart, t0 first; t7 and t8 in the same second (ties: the greater ref first).
+    for (let i = 0; i < 10; i++) {
+      const finished = at(base + Math.min(i, 7) * 1000);
+      made[`t${i}`] = (await objects.create("task", record(`Async.VDI.copy t${i}`, { status: statuses[i % 5]!, created: at(base - 60_000), finished, name_description: i === 4 ? "Copy of volume “Web DB”" : "" }))).ref;
+    }
+    const running = (await objects.create("task", record("running", { status: "pending", created: at(base) }))).ref;
+    // No valid finished date: never expires, listed after every other.
+    const undated = (await objects.create("task", record("undated", { status: "success", created: at(base), finished: at(0) }))).ref;
+    const names = async (refs: string[]) => (await objects.many("task", refs)).map((o) => String(o.record.name_label).replace("Async.VDI.copy ", ""));
+    const FINISHED = ["success", "failure", "cancelled"];
+
+    db.reset();
+    const first = await objects.pageByStatus("task", { statuses: FINISHED, offset: 0, limit: 4 });
+    assert.equal(db.seen.records, 0, "refs and totals without records");
+    assert.equal(first.total, 11);
+    const tied = [made.t7!, made.t8!, made.t9!].sort().reverse();
+    assert.deepEqual(first.refs, [...tied, made.t6]);
+    const rest = await objects.pageByStatus("task", { statuses: FINISHED, offset: 4, limit: 100 });
+    assert.deepEqual(await names(rest.refs), ["t5", "t4", "t3", "t2", "t1", "t0", "undated"]);
+    assert.deepEqual((await objects.pageByStatus("task", { statuses: FINISHED, offset: 9, limit: 5 })).refs, [made.t0, undated]);
+    assert.deepEqual((await objects.pageByStatus("task", { statuses: FINISHED, offset: 10, limit: 5 })).refs, [undated], "a page of the undated only");
+    assert.deepEqual(await objects.pageByStatus("task", { statuses: FINISHED, offset: 20, limit: 5 }), { refs: [], total: 11 });
+    assert.deepEqual(await objects.pageByStatus("task", { statuses: FINISHED, offset: 0, limit: 0 }), { refs: [], total: 11 });
+
+    const failed = await objects.pageByStatus("task", { statuses: ["failure"], offset: 0, limit: 10 });
+    assert.deepEqual(await names(failed.refs), ["t6", "t1"]);
+    assert.equal(failed.total, 2);
+    assert.deepEqual(await objects.pageByStatus("task", { statuses: ["pending", "cancelling"], offset: 0, limit: 10 }), { refs: [running], total: 1 });
+
+    // Text: in name_label or name_description, case aside; LIKE's own characters are plain text.
+    assert.deepEqual(await objects.pageByStatus("task", { statuses: FINISHED, text: " web db ", offset: 0, limit: 10 }), { refs: [made.t4], total: 1 });
+    const t1s = await objects.pageByStatus("task", { statuses: FINISHED, text: "T1", offset: 0, limit: 10 });
+    assert.deepEqual(await names(t1s.refs), ["t1"]);
+    assert.equal((await objects.pageByStatus("task", { statuses: ["success"], text: "COPY T", offset: 1, limit: 2 })).total, 6);
+    assert.deepEqual(await objects.pageByStatus("task", { statuses: FINISHED, text: "%", offset: 0, limit: 10 }), { refs: [], total: 0 });
+    assert.deepEqual(await objects.pageByStatus("task", { statuses: FINISHED, text: "t_", offset: 0, limit: 10 }), { refs: [], total: 0 });
+
+    // many(): in the order asked, those gone left out, only those read.
+    await objects.destroy("task", made.t2!);
+    db.reset();
+    assert.deepEqual(await names([made.t3!, made.t2!, made.t0!]), ["t3", "t0"]);
+    assert.equal(db.seen.records, 2);
   });
 });

@@ -1,9 +1,10 @@
 // The XenAPI objects the toolstack owns, each stored whole as its record (objects table). Every change
 // appends an event in the same transaction, so event.from sees exactly what was committed. Beside each record:
-// when housekeeping may remove it (tasks), and a count per class (counters), both kept here whoever writes.
-import type { Database, Queryable } from "./db/database.ts";
+// when housekeeping may remove it and its status (tasks), its name_description, and a count per class and per
+// class and status (counters), all kept here whoever writes.
+import type { Database, Queryable, SqlValue } from "./db/database.ts";
 import type { EventLog } from "./events.ts";
-import { taskExpiry } from "./task-expiry.ts";
+import { counterOf, descriptionOf, expiryOf, statusOf } from "./object-columns.ts";
 import { xenErrors } from "../xenapi/errors.ts";
 import { newRef, type XenRecord } from "../xenapi/values.ts";
 
@@ -19,17 +20,23 @@ interface ObjectRow {
 
 const decode = (row: ObjectRow): StoredObject => ({ ref: row.ref, record: JSON.parse(row.record) as XenRecord });
 
-/** The classes whose objects expire, and when (ms). */
-const EXPIRY: Readonly<Record<string, (record: XenRecord) => number | null>> = { task: taskExpiry };
-const expiryOf = (cls: string, record: XenRecord): number | null => EXPIRY[cls]?.(record) ?? null;
-
-const counterOf = (cls: string) => `objects:${cls}`;
-
 /** An object past its expiry: where a page of them ends. */
 export interface Expired {
   ref: string;
   expires: number;
 }
+
+/** A page of a class's objects whose status is one of `statuses`. */
+export interface StatusQuery {
+  statuses: readonly string[];
+  /** Contained in name_label or name_description, case aside (ASCII on SQLite). */
+  text?: string;
+  offset: number;
+  limit: number;
+}
+
+/** `%text%` for LIKE … ESCAPE '!'. */
+const containing = (text: string) => `%${text.replace(/[!%_]/g, "!$&")}%`;
 
 export class ObjectStore {
   readonly #db: Database;
@@ -71,15 +78,95 @@ export class ObjectStore {
     return (await db.all<{ ref: string }>("SELECT ref FROM objects WHERE class = ? ORDER BY ref", [cls])).map((row) => row.ref);
   }
 
-  async count(cls: string): Promise<number> {
-    const row = await this.#db.get<{ value: number }>("SELECT value FROM counters WHERE name = ?", [counterOf(cls)]);
-    return Number(row?.value ?? 0);
+  /** Objects of a class (of one of `statuses`, for a class with a status), from the counters. */
+  async count(cls: string, statuses?: readonly string[]): Promise<number> {
+    const names = statuses === undefined ? [counterOf(cls)] : statuses.map((status) => counterOf(cls, status));
+    if (names.length === 0) return 0;
+    const rows = await this.#db.all<{ value: number }>(`SELECT value FROM counters WHERE name IN (${names.map(() => "?").join(", ")})`, names);
+    return rows.reduce((sum, row) => sum + Number(row.value), 0);
   }
 
-  async #recount(tx: Queryable, cls: string, change: 1 | -1): Promise<void> {
-    if ((await tx.run("UPDATE counters SET value = value + ? WHERE name = ?", [change, counterOf(cls)])) === 0) {
-      await tx.run("INSERT INTO counters (name, value) VALUES (?, ?)", [counterOf(cls), Math.max(0, change)]);
+  async #recount(tx: Queryable, counter: string, change: 1 | -1): Promise<void> {
+    if ((await tx.run("UPDATE counters SET value = value + ? WHERE name = ?", [change, counter])) === 0) {
+      await tx.run("INSERT INTO counters (name, value) VALUES (?, ?)", [counter, Math.max(0, change)]);
     }
+  }
+
+  /** The counters of an object's class and status as it changes from `before` to `after` (null: none). */
+  async #recountStatus(tx: Queryable, cls: string, before: string | null, after: string | null): Promise<void> {
+    if (before === after) return;
+    if (before !== null) await this.#recount(tx, counterOf(cls, before), -1);
+    if (after !== null) await this.#recount(tx, counterOf(cls, after), 1);
+  }
+
+  /**
+   * A page of the refs of a class's objects whose status is one of `query.statuses`, the latest expiry first (then
+   * the greater ref; those that never expire last), and how many match in all. Through the status and expiry
+   * indexes and the counters: no record is read. A text to look for is sought in every matching object's names.
+   */
+  async pageByStatus(cls: string, query: StatusQuery): Promise<{ refs: string[]; total: number }> {
+    if (query.statuses.length === 0) return { refs: [], total: 0 };
+    const text = query.text?.trim().toLowerCase() ?? "";
+    const named = text === "" ? "" : " AND (LOWER(name_label) LIKE ? ESCAPE '!' OR LOWER(name_description) LIKE ? ESCAPE '!')";
+    const where = `class = ? AND status IN (${query.statuses.map(() => "?").join(", ")})${named}`;
+    const params: SqlValue[] = [cls, ...query.statuses, ...(text === "" ? [] : [containing(text), containing(text)])];
+    const counted = async (sql: string) => Number((await this.#db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM objects WHERE ${sql}`, params))?.n ?? 0);
+    const total = text === "" ? await this.count(cls, query.statuses) : await counted(where);
+    // The engines order NULLs apart (SQLite last, PostgreSQL first): objects that never expire are read on their own.
+    const undated = await counted(`${where} AND expires IS NULL`);
+    const dated = total - undated;
+    const refs: string[] = [];
+    if (query.limit > 0 && query.offset < dated) {
+      if (text === "") refs.push(...(await this.#latestByStatus(cls, query.statuses, query.offset, query.limit)));
+      else {
+        const rows = await this.#db.all<{ ref: string }>(`SELECT ref FROM objects WHERE ${where} AND expires IS NOT NULL ORDER BY expires DESC, ref DESC LIMIT ? OFFSET ?`, [
+          ...params,
+          query.limit,
+          query.offset,
+        ]);
+        refs.push(...rows.map((row) => row.ref));
+      }
+    }
+    const left = query.limit - refs.length;
+    if (left > 0 && undated > 0 && query.offset + query.limit > dated) {
+      const rows = await this.#db.all<{ ref: string }>(`SELECT ref FROM objects WHERE ${where} AND expires IS NULL ORDER BY ref DESC LIMIT ? OFFSET ?`, [
+        ...params,
+        left,
+        Math.max(0, query.offset - dated),
+      ]);
+      refs.push(...rows.map((row) => row.ref));
+    }
+    return { refs, total };
+  }
+
+  /**
+   * A page of the objects with an expiry and one of `statuses`, the latest first: each status read on its own in
+   * the status index's order (a planner reading several at once may scan them all for a few), merged here.
+   */
+  async #latestByStatus(cls: string, statuses: readonly string[], offset: number, limit: number): Promise<string[]> {
+    const latest = (status: string, skip: number, take: number) =>
+      this.#db.all<Expired>("SELECT ref, expires FROM objects WHERE class = ? AND status = ? AND expires IS NOT NULL ORDER BY expires DESC, ref DESC LIMIT ? OFFSET ?", [
+        cls,
+        status,
+        take,
+        skip,
+      ]);
+    if (statuses.length === 1) return (await latest(statuses[0]!, offset, limit)).map((row) => row.ref);
+    const rows: Expired[] = [];
+    for (const status of statuses) rows.push(...(await latest(status, 0, offset + limit)));
+    const later = (a: Expired, b: Expired) => Number(b.expires) - Number(a.expires) || (a.ref < b.ref ? 1 : a.ref > b.ref ? -1 : 0);
+    return rows.sort(later).slice(offset, offset + limit).map((row) => row.ref);
+  }
+
+  /** The objects of `refs` in that order; those gone since are left out. */
+  async many(cls: string, refs: readonly string[]): Promise<StoredObject[]> {
+    if (refs.length === 0) return [];
+    const rows = await this.#db.all<ObjectRow>(`SELECT ref, record FROM objects WHERE class = ? AND ref IN (${refs.map(() => "?").join(", ")})`, [cls, ...refs]);
+    const byRef = new Map(rows.map((row) => [row.ref, row]));
+    return refs.flatMap((ref) => {
+      const row = byRef.get(ref);
+      return row === undefined ? [] : [decode(row)];
+    });
   }
 
   /**
@@ -115,15 +202,19 @@ export class ObjectStore {
   async create(cls: string, record: XenRecord, options: { ref?: string; db?: Queryable } = {}): Promise<StoredObject> {
     const ref = options.ref ?? newRef();
     const write = async (tx: Queryable) => {
-      await tx.run("INSERT INTO objects (ref, class, uuid, name_label, record, expires) VALUES (?, ?, ?, ?, ?, ?)", [
+      const status = statusOf(cls, record);
+      await tx.run("INSERT INTO objects (ref, class, uuid, name_label, record, expires, status, name_description) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
         ref,
         cls,
         String(record.uuid),
         String(record.name_label ?? ""),
         JSON.stringify(record),
         expiryOf(cls, record),
+        status,
+        descriptionOf(record),
       ]);
-      await this.#recount(tx, cls, 1);
+      await this.#recount(tx, counterOf(cls), 1);
+      await this.#recountStatus(tx, cls, null, status);
       await this.#events.append(tx, cls, ref, "add", record);
     };
     await (options.db ? write(options.db) : this.#db.transaction(write));
@@ -135,13 +226,17 @@ export class ObjectStore {
     const write = async (tx: Queryable) => {
       const current = await this.get(cls, ref, tx);
       const record = change(current.record);
-      await tx.run("UPDATE objects SET uuid = ?, name_label = ?, record = ?, expires = ? WHERE ref = ?", [
+      const status = statusOf(cls, record);
+      await tx.run("UPDATE objects SET uuid = ?, name_label = ?, record = ?, expires = ?, status = ?, name_description = ? WHERE ref = ?", [
         String(record.uuid),
         String(record.name_label ?? ""),
         JSON.stringify(record),
         expiryOf(cls, record),
+        status,
+        descriptionOf(record),
         ref,
       ]);
+      await this.#recountStatus(tx, cls, statusOf(cls, current.record), status);
       await this.#events.append(tx, cls, ref, "mod", record);
       return record;
     };
@@ -160,7 +255,8 @@ export class ObjectStore {
 
   async #remove(tx: Queryable, cls: string, current: StoredObject): Promise<void> {
     await tx.run("DELETE FROM objects WHERE ref = ?", [current.ref]);
-    await this.#recount(tx, cls, -1);
+    await this.#recount(tx, counterOf(cls), -1);
+    await this.#recountStatus(tx, cls, statusOf(cls, current.record), null);
     await this.#events.append(tx, cls, current.ref, "del", current.record);
   }
 }

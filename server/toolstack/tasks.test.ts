@@ -13,6 +13,7 @@ import { openTestToolstack, ROOT_PASSWORD, tempDataDir } from "./testing.ts";
 import { openToolstack, type Toolstack } from "./toolstack.ts";
 import { XenApiError } from "../xenapi/errors.ts";
 import { invoke, method } from "./methods.ts";
+import { audited } from "./rbac/audit.ts";
 import { zString } from "../xenapi/params.ts";
 import { XenDouble, xenDate, type XenRecord } from "../xenapi/values.ts";
 import { parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
@@ -302,6 +303,58 @@ describe("tasks", () => {
     db.reset();
     assert.deepEqual(await invoke(ts, "task.get_all", [session]), records);
     assert.equal(db.seen.records, 0);
+  });
+
+  test("task.hangar_get_page: the running tasks and one page of the finished ones, filtered, with totals, reading only that page", async (t) => {
+    const db = countingRecords(openSqlite(":memory:"));
+    const ts = await openTestToolstack(t, { database: db });
+    const session = await login(ts);
+    const base = Date.now() - 60 * 60_000;
+    const outcomes = ["success", "failure", "cancelled"];
+    const finished: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      const ref = await ts.tasks.create({ name_label: i % 10 === 3 ? `Async.VM.import ${i}` : `Async.VDI.copy ${i}`, name_description: i === 7 ? "Copy of volume “Accounts”" : "" });
+      await ts.objects.set("task", ref, { status: outcomes[i % 3]!, progress: 1, finished: xenDate(new Date(base + i * 1000)), allowed_operations: [] });
+      finished.push(ref);
+    }
+    const newestFirst = finished.toReversed();
+    const running = [await ts.tasks.create({ name_label: "upload one" }), await ts.tasks.create({ name_label: "upload two" })];
+    await ts.objects.set("task", running[0]!, { status: "cancelling", created: xenDate(new Date(base)) });
+    type Entry = { ref: string; record: XenRecord };
+    type Page = { running: Entry[]; finished: Entry[]; total_running: number; total_finished: number };
+    const page = async (query: Record<string, unknown>) => (await invoke(ts, "task.hangar_get_page", [session, query])) as Page;
+
+    db.reset();
+    const first = await page({ limit: 10 });
+    assert.equal(db.seen.records, 12, "the page's 10 and the 2 running, none of the others");
+    assert.deepEqual(first.finished.map((e) => e.ref), newestFirst.slice(0, 10));
+    assert.equal(first.total_finished, 30);
+    assert.equal(first.total_running, 2);
+    assert.deepEqual(first.running.map((e) => e.ref), running.toReversed(), "newest first");
+    assert.equal(first.finished[0]!.record.name_label, "Async.VDI.copy 29");
+    assert.ok(first.finished[0]!.record.progress instanceof XenDouble, "records as get_record presents them");
+    assert.deepEqual(first.finished[0]!.record, await invoke(ts, "task.get_record", [session, newestFirst[0]]));
+
+    const third = await page({ offset: 20, limit: 10 });
+    assert.deepEqual(third.finished.map((e) => e.ref), newestFirst.slice(20, 30));
+    assert.deepEqual((await page({ offset: 30 })).finished, []);
+    assert.equal((await page({})).finished.length, 30, "100 by default");
+
+    const failures = await page({ status: "failure", limit: 3 });
+    assert.equal(failures.total_finished, 10);
+    assert.deepEqual(failures.finished.map((e) => e.record.name_label), ["Async.VDI.copy 28", "Async.VDI.copy 25", "Async.VDI.copy 22"]);
+    const imports = await page({ text: "vm.IMPORT" });
+    assert.deepEqual(imports.finished.map((e) => e.record.name_label), ["Async.VM.import 23", "Async.VM.import 13", "Async.VM.import 3"]);
+    assert.equal(imports.total_finished, 3);
+    assert.equal((await page({ text: "import", status: "success" })).total_finished, 1);
+    assert.deepEqual((await page({ text: "accounts" })).finished.map((e) => e.ref), [finished[7]], "name_description too");
+
+    await assert.rejects(invoke(ts, "task.hangar_get_page", [session, { limit: 501 }]), xenError("INVALID_VALUE"));
+    await assert.rejects(invoke(ts, "task.hangar_get_page", [session, { offset: -1 }]), xenError("INVALID_VALUE"));
+    await assert.rejects(invoke(ts, "task.hangar_get_page", [session, { status: "pending" }]), xenError("INVALID_VALUE"));
+    await assert.rejects(invoke(ts, "task.hangar_get_page", [session, { limit: "many" }]), xenError("FIELD_TYPE_ERROR"));
+    assert.equal(ts.methods.get("task.hangar_get_page")!.role, "read-only");
+    assert.equal(audited("task.hangar_get_page"), false, "a read: not audited");
   });
 
   test("after a restart: pending tasks nothing runs are failed with the reason; a registered kind is handed over", async (t) => {

@@ -115,7 +115,7 @@ export function markOperation(ts: Toolstack, refs: readonly string[], task: stri
 }
 
 /** VBD refs by VDI ref, from the stored VBDs. */
-async function vbdsByVdi(ts: Toolstack): Promise<Map<string, string[]>> {
+export async function vbdsByVdi(ts: Toolstack): Promise<Map<string, string[]>> {
   const out = new Map<string, string[]>();
   for (const vbd of await ts.objects.all("VBD")) {
     const vdi = String(vbd.record.VDI);
@@ -203,11 +203,12 @@ function buildRecords(ts: Toolstack, sr: AttachedSr, volumes: Volume[], vbds: Ma
 /**
  * Lists an SR's VDIs (one SR.ls) and brings its locators up to date: VDIs seen for the first time get
  * their locator and an "add" event, vanished ones lose theirs with a "del" event (`removed` holds the
- * last records of VDIs a call just destroyed, for their events).
+ * last records of VDIs a call just destroyed, for their events). `vbds`: vbdsByVdi's answer, when several
+ * SRs are listed at once.
  */
-export async function listSr(ts: Toolstack, sr: AttachedSr, removed: ReadonlyMap<string, XenRecord> = new Map()): Promise<SrListing> {
-  const [volumes, vbds] = await Promise.all([sr.plugin.client.call("SR.ls", { dbg: DBG, sr: sr.uri }), vbdsByVdi(ts)]);
-  const listing = buildRecords(ts, sr, volumes, vbds);
+export async function listSr(ts: Toolstack, sr: AttachedSr, removed: ReadonlyMap<string, XenRecord> = new Map(), vbds?: Promise<Map<string, string[]>>): Promise<SrListing> {
+  const [volumes, vbdsOfVdis] = await Promise.all([sr.plugin.client.call("SR.ls", { dbg: DBG, sr: sr.uri }), vbds ?? vbdsByVdi(ts)]);
+  const listing = buildRecords(ts, sr, volumes, vbdsOfVdis);
   const known = async () => new Set((await ts.db.all<{ ref: string }>("SELECT ref FROM vdi_locations WHERE sr_ref = ?", [sr.ref])).map((r) => r.ref));
   const before = await known();
   const changed = before.size !== listing.records.size || [...listing.records.keys()].some((ref) => !before.has(ref));
@@ -240,17 +241,52 @@ export async function listSr(ts: Toolstack, sr: AttachedSr, removed: ReadonlyMap
   return listing;
 }
 
+/** An SR's listing, or undefined (logged) when its plugin fails. */
+function listSrOrLog(ts: Toolstack, sr: AttachedSr, vbds: Promise<Map<string, string[]>>): Promise<SrListing | undefined> {
+  return listSr(ts, sr, new Map(), vbds).catch((error: unknown) => {
+    console.error(`VDI listing: SR ${sr.ref} (${sr.type}): ${error instanceof Error ? error.message : String(error)}`);
+    return undefined;
+  });
+}
+
 /** Every VDI of the attached SRs, one SR.ls per SR in parallel. An SR whose plugin fails is left out (logged). */
 export async function listAllVdis(ts: Toolstack): Promise<SrListing[]> {
-  const listings = await Promise.all(
-    (await attachedSrs(ts)).map((sr) =>
-      listSr(ts, sr).catch((error: unknown) => {
-        console.error(`VDI listing: SR ${sr.ref} (${sr.type}): ${error instanceof Error ? error.message : String(error)}`);
-        return undefined;
-      }),
-    ),
-  );
+  return listEach(ts, await attachedSrs(ts));
+}
+
+/** The listings of these SRs in parallel, sharing one reading of the VBDs; those whose plugin fails left out (logged). */
+async function listEach(ts: Toolstack, srs: readonly AttachedSr[]): Promise<SrListing[]> {
+  if (srs.length === 0) return [];
+  const vbds = vbdsByVdi(ts);
+  const listings = await Promise.all(srs.map((sr) => listSrOrLog(ts, sr, vbds)));
   return listings.filter((listing): listing is SrListing => listing !== undefined);
+}
+
+/** Locators read per statement. */
+const LOCATOR_BATCH = 500;
+
+/**
+ * The records of the VDIs named, as VDI.get_record builds them, from one SR.ls per SR they live on (in parallel),
+ * not one per VDI nor one of every SR. Refs that name no VDI, a transient, or one of an SR that is detached or
+ * fails to answer (logged) are left out.
+ */
+export async function vdiRecords(ts: Toolstack, refs: readonly string[]): Promise<Map<string, XenRecord>> {
+  const wanted = [...new Set(refs)];
+  const bySr = new Map<string, string[]>();
+  for (let i = 0; i < wanted.length; i += LOCATOR_BATCH) {
+    const batch = wanted.slice(i, i + LOCATOR_BATCH);
+    const rows = await ts.db.all<{ ref: string; sr_ref: string }>(`SELECT ref, sr_ref FROM vdi_locations WHERE ref IN (${batch.map(() => "?").join(", ")})`, batch);
+    for (const row of rows) bySr.set(row.sr_ref, [...(bySr.get(row.sr_ref) ?? []), row.ref]);
+  }
+  const srs = await Promise.all([...bySr.keys()].map((sr) => attachedSr(ts, sr).catch(() => undefined)));
+  const found = new Map<string, XenRecord>();
+  for (const listing of await listEach(ts, srs.filter((sr) => sr !== undefined))) {
+    for (const ref of bySr.get(listing.sr.ref)!) {
+      const record = listing.records.get(ref);
+      if (record !== undefined) found.set(ref, record);
+    }
+  }
+  return found;
 }
 
 export interface LocatedVdi {

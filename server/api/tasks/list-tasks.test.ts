@@ -85,3 +85,34 @@ test("a finished task: its duration, no time left, failures in words without sta
   assert.equal(bare.error, "The task failed without saying why.");
   assert.equal(withoutStackTrace("copy failed\nTraceback (most recent call last):\n  File x"), "copy failed");
 });
+
+test("a finished data task reads from its record alone: its volumes' names and size from its state, no VDI.get_record", async () => {
+  const asked: string[] = [];
+  const toolstack = {
+    call: (_schema: unknown, method: string, ...params: unknown[]) => {
+      asked.push(`${method} ${params.join(" ")}`);
+      return Promise.resolve({ name_label: "asked", virtual_size: 7 });
+    },
+  } as unknown as XenApiClient;
+  const dataTask = (state: Record<string, unknown>, fields: Record<string, unknown>) =>
+    record({ name_label: "Async.VDI.hangar_data_copy", other_config: { "hangar:data-operation": JSON.stringify({ what: "data-copy", vdi: "OpaqueRef:v", attachments: [], ...state }) }, ...fields });
+  const ended = { status: "success", progress: 1, finished: xenDate(created + 10_000), allowed_operations: [] };
+  const describeData = (state: Record<string, unknown>, fields: Record<string, unknown>) =>
+    describeTask(toolstack, "/nonexistent", "OpaqueRef:t", dataTask(state, fields), created + 60_000);
+
+  const named = await describeData({ name: "db", size: 64 * 1024 * 1024 }, ended);
+  assert.equal(named.title, "Copy of volume “db” to an NBD export");
+  assert.equal(named.totalBytes, 64 * 1024 * 1024);
+  assert.equal(named.rateBytesPerS, (64 * 1024 * 1024) / 10);
+  const unnamed = await describeData({}, ended);
+  assert.equal(unnamed.title, "Copy of a volume to an NBD export", "a task of an older toolstack: its volume is not asked for");
+  assert.equal(unnamed.totalBytes, null);
+  const into = await describeData({ what: "data-mirror", name: "web", into: "OpaqueRef:w", into_name: "web copy" }, { ...ended, status: "cancelled", name_label: "Async.VDI.hangar_data_mirror_to_vdi" });
+  assert.equal(into.title, "Mirror of volume “web” into volume “web copy”");
+  assert.deepEqual(asked, []);
+
+  // Running, with a state that names no volume yet: its volume is asked for (cached a while).
+  const running = await describeData({ vdi: "OpaqueRef:running-source" }, {});
+  assert.equal(running.title, "Copy of volume “asked” to an NBD export");
+  assert.deepEqual(asked, ["VDI.get_record OpaqueRef:running-source"]);
+});

@@ -1,6 +1,7 @@
-// Every toolstack task as the task page shows it: what it is (from the data-task state the toolstack keeps
-// in other_config, else its name_label), its state, progress (live from the datapath's Data.stat for a data
-// operation that runs), rate, time left, and the reason of a failure in words.
+// The toolstack's tasks as the task page shows them, the running ones and one page of the finished ones
+// (task.hangar_get_page: the toolstack reads only those): what each is (from the data-task state the toolstack
+// keeps in other_config, else its name_label), its state, progress (live from the datapath's Data.stat for a
+// data operation that runs), rate, time left, and the reason of a failure in words.
 import "server-only";
 
 import { z } from "zod";
@@ -9,7 +10,7 @@ import { type XenApiClient, zInt64, zTaskRecord } from "../../xenapi/client.ts";
 import { CONSOLE_DBG, hostPlugins, type PluginPlace, type PoolHost, poolHosts } from "../storage-access.ts";
 import { describeTaskError } from "../../xenapi/error-descriptions.ts";
 import { parseXenDate } from "../../xenapi/values.ts";
-import type { TListTasksResponse, TTask, TTaskKind, TTaskState } from "./schema.ts";
+import type { TFinishedState, TListTasksInput, TListTasksResponse, TTask, TTaskKind, TTaskState } from "./schema.ts";
 import { PART_OF_KEY } from "../../ova/import.ts";
 
 /** other_config keys the toolstack writes on data tasks (server/toolstack/data-tasks.ts). */
@@ -34,8 +35,12 @@ type TaskListRecord = z.infer<typeof ZTaskListRecord>;
 const ZDataState = z.looseObject({
   what: z.enum(["vdi-copy", "data-copy", "data-mirror"]),
   vdi: z.string(),
+  /** The volume's name and size as the task began (toolstacks before this kept none). */
+  name: z.string().optional(),
+  size: z.number().optional(),
   destination: z.object({ sr: z.string(), key: z.string() }).optional(),
   into: z.string().optional(),
+  into_name: z.string().optional(),
   operation: z.object({ uri: z.string(), id: z.tuple([z.enum(["CopyV1", "MirrorV1"]), z.string()]) }).optional(),
 });
 type DataState = z.infer<typeof ZDataState>;
@@ -43,7 +48,7 @@ type DataState = z.infer<typeof ZDataState>;
 const ZVdiBrief = z.looseObject({ name_label: z.string(), virtual_size: zInt64 });
 interface VolumeBrief {
   name: string;
-  size: number;
+  size?: number;
 }
 const volumes = new Map<string, { at: number; brief: Promise<VolumeBrief | undefined> }>();
 
@@ -156,15 +161,27 @@ export function withoutStackTrace(text: string): string {
   return (trace < 0 ? lines : lines.slice(0, trace)).join(" ").replace(/\s+/g, " ").trim();
 }
 
-/** One task as the page shows it; `now` in milliseconds; `hosts` the pool's (poolHosts()). */
+/**
+ * The volumes a data task reads and writes into, from its state (the toolstack names them as the task begins);
+ * asked of the toolstack (VDI.get_record: an SR listing) only for a running task whose state names none. `into`
+ * null: the task writes no volume of ours (a copy or mirror to an NBD URI, anything else).
+ */
+async function volumesOf(xapi: XenApiClient, record: TaskListRecord, state: DataState | undefined, running: boolean) {
+  const known = (ref: string, name: string | undefined, size?: number): Promise<VolumeBrief | undefined> =>
+    name !== undefined ? Promise.resolve({ name, size }) : running ? volumeBrief(xapi, ref) : Promise.resolve(undefined);
+  const volume = state === undefined ? undefined : await known(state.vdi, state.name, state.size);
+  const into =
+    state?.into === undefined ? (callName(record.name_label) === "VDI.hangar_data_mirror_to_vdi" ? undefined : null) : await known(state.into, state.into_name);
+  return { volume, into };
+}
+
+/** One task as the page shows it; `now` in milliseconds; `hosts` the pool's (poolHosts()). A finished task needs no call. */
 export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: string, record: TaskListRecord, now: number, hosts: ReadonlyMap<string, PoolHost> = new Map()): Promise<TTask> {
   const state = dataState(record);
   const kind = classify(record.name_label, state);
   const taskState = STATES[record.status];
   const running = taskState === "running" || taskState === "cancelling";
-  const volume = state === undefined ? undefined : await volumeBrief(xapi, state.vdi);
-  // null: the task writes no volume of ours (a copy or mirror to an NBD URI, anything else).
-  const into = state?.into === undefined ? (callName(record.name_label) === "VDI.hangar_data_mirror_to_vdi" ? undefined : null) : await volumeBrief(xapi, state.into);
+  const { volume, into } = await volumesOf(xapi, record, state, running);
 
   let progress = Math.min(1, Math.max(0, record.progress));
   // A mirror's progress means nothing to show (it runs until cancelled): no plugin call for it.
@@ -212,21 +229,28 @@ export async function describeTask(xapi: XenApiClient, pluginRoot: string, ref: 
   };
 }
 
-/** Every task of the toolstack: running ones first (newest first), then the history (last finished first). */
-export async function listTasks(xapi: XenApiClient, pluginRoot: string): Promise<TListTasksResponse> {
+const ZTaskEntry = z.object({ ref: z.string(), record: ZTaskListRecord });
+const ZTaskPage = z.object({ running: z.array(ZTaskEntry), finished: z.array(ZTaskEntry), total_running: zInt64, total_finished: zInt64 });
+type TaskEntry = z.infer<typeof ZTaskEntry>;
+
+const TOOLSTACK_STATUS: Record<TFinishedState, string> = { succeeded: "success", failed: "failure", cancelled: "cancelled" };
+
+/** The running tasks (newest first) and one page of the finished ones (last finished first), as asked. */
+export async function listTasks(xapi: XenApiClient, pluginRoot: string, query?: TListTasksInput): Promise<TListTasksResponse> {
   const now = Date.now();
-  const [records, hosts] = await Promise.all([xapi.records("task", ZTaskListRecord), poolHosts(xapi)]);
-  // A part of another task (a disk of an OVA import: server/ova) shows as that task, not beside it.
-  const shown = Object.entries(records).filter(([, record]) => record.other_config[PART_OF_KEY] === undefined);
-  const tasks = await Promise.all(shown.map(([ref, record]) => describeTask(xapi, pluginRoot, ref, record, now, hosts)));
-  const isRunning = (task: TTask) => task.state === "running" || task.state === "cancelling";
-  tasks.sort((a, b) => {
-    if (isRunning(a) !== isRunning(b)) return isRunning(a) ? -1 : 1;
-    // Times have a resolution of one second: tasks that finished in the same one go newest-created first.
-    const key = (task: TTask) => task.finished ?? task.created;
-    return key(b).localeCompare(key(a)) || b.created.localeCompare(a.created);
+  const page = await xapi.call(ZTaskPage, "task.hangar_get_page", {
+    ...(query?.status === undefined ? {} : { status: TOOLSTACK_STATUS[query.status] }),
+    ...(query?.text ? { text: query.text } : {}),
+    offset: query?.offset ?? 0,
+    limit: query?.limit ?? 100,
   });
-  return { tasks, now: new Date(now).toISOString() };
+  // A part of another task (a disk of an OVA import: server/ova) shows as that task, not beside it.
+  const shown = (entries: TaskEntry[]) => entries.filter(({ record }) => record.other_config[PART_OF_KEY] === undefined);
+  // The hosts matter only to a running data operation: its Data.stat is asked of its host's datapath.
+  const hosts = page.running.length === 0 ? new Map<string, PoolHost>() : await poolHosts(xapi);
+  const describe = (entries: TaskEntry[]) => Promise.all(shown(entries).map(({ ref, record }) => describeTask(xapi, pluginRoot, ref, record, now, hosts)));
+  const [running, finished] = await Promise.all([describe(page.running), describe(page.finished)]);
+  return { running, finished, totalRunning: page.total_running, totalFinished: page.total_finished, now: new Date(now).toISOString() };
 }
 
 /** task.cancel; the toolstack refuses one that is not pending (OPERATION_NOT_ALLOWED, in words). */

@@ -1,6 +1,6 @@
 // The tasks router against a real toolstack: copies and mirrors started through it are tasks the list
-// describes (kind, progress, rate, state), a failure reads in words, a mirror is cancelled, a finished task
-// leaves the history, and a caller without a session gets nothing.
+// describes (kind, progress, rate, state), a failure reads in words, the history is paged and filtered by the
+// toolstack, a mirror is cancelled, a finished task leaves the history, and a caller without a session gets nothing.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -9,7 +9,7 @@ import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { startProcess, waitForSocket } from "../../nbd/testing.ts";
 import { type ConsoleUnderTest, startConsoleUnderTest } from "../testing.ts";
-import type { TTask } from "./schema.ts";
+import type { TListTasksResponse, TTask } from "./schema.ts";
 
 const MiB = 1024 * 1024;
 let serial = 0;
@@ -30,11 +30,13 @@ async function newVdi(console: ConsoleUnderTest, size: number, name = `tasks tes
   return console.xapi.call(z.string(), "VDI.create", { SR: await defaultSr(console), virtual_size: size, name_label: name });
 }
 
+const everyTask = (listing: TListTasksResponse) => [...listing.running, ...listing.finished];
+
 /** Lists until `pick` finds the task in the state wanted (or gives up after ~30 s). */
 async function waitFor(console: ConsoleUnderTest, ref: string, wanted: (task: TTask) => boolean): Promise<TTask> {
   let last: TTask | undefined;
   for (let i = 0; i < 300; i++) {
-    last = (await console.caller.tasks.list()).tasks.find((task) => task.ref === ref);
+    last = everyTask(await console.caller.tasks.list()).find((task) => task.ref === ref);
     if (last !== undefined && wanted(last)) return last;
     await sleep(100);
   }
@@ -115,11 +117,24 @@ test("tasks: copies to an NBD export and to another SR are listed with progress,
   // The list: running first, then the most recently finished (times are to the second, so only their order is
   // checked, not which of two tasks finished in the same second comes first).
   const listing = await caller.tasks.list();
-  const mine = listing.tasks.filter((task) => [copy, toSr, into, failing].includes(task.ref));
+  const mine = listing.finished.filter((task) => [copy, toSr, into, failing].includes(task.ref));
   assert.equal(mine.length, 4);
   const finishedTimes = mine.map((task) => task.finished!);
   assert.deepEqual(finishedTimes, finishedTimes.toSorted().reverse());
   assert.equal(mine.at(-1)!.ref, copy);
+  assert.ok(listing.totalFinished >= 4);
+
+  // Filtered and paged by the toolstack: by state, by text (a data task's description names its volume).
+  const failures = await caller.tasks.list({ status: "failed" });
+  assert.deepEqual(failures.finished.map((task) => task.ref), [failing]);
+  assert.equal(failures.totalFinished, 1);
+  const byVolume = await caller.tasks.list({ text: "COPIED DISK" });
+  assert.deepEqual(new Set(byVolume.finished.map((task) => task.ref)), new Set([copy, toSr, into, failing]));
+  assert.equal((await caller.tasks.list({ text: "mirror target", status: "cancelled" })).totalFinished, 1);
+  const second = await caller.tasks.list({ offset: 1, limit: 1 });
+  assert.deepEqual(second.finished.map((task) => task.ref), [listing.finished[1]!.ref]);
+  assert.equal(second.totalFinished, listing.totalFinished);
+  await assert.rejects(caller.tasks.list({ limit: 501 }), (error: unknown) => error instanceof TRPCError && error.code === "BAD_REQUEST");
 
   // A URI that is no NBD URI is refused before anything starts.
   await assert.rejects(caller.tasks.startDataTask({ target: "nbd", vdi, operation: "copy", remote: "http://example.com/disk" }), (error: unknown) => {
@@ -157,7 +172,7 @@ test("tasks: a mirror runs until cancelled; a finished task leaves the history; 
   await assert.rejects(caller.tasks.cancel({ ref: mirror }), /Not allowed now/);
 
   await caller.tasks.destroy({ ref: mirror });
-  assert.equal((await caller.tasks.list()).tasks.find((task) => task.ref === mirror), undefined);
+  assert.equal(everyTask(await caller.tasks.list()).find((task) => task.ref === mirror), undefined);
   await assert.rejects(caller.tasks.destroy({ ref: mirror }), (error: unknown) => {
     assert.ok(error instanceof TRPCError);
     assert.equal(error.code, "NOT_FOUND");

@@ -44,9 +44,33 @@ export const ZTask = z.object({
 });
 export type TTask = z.infer<typeof ZTask>;
 
+/** The finished states the history filters by (the toolstack's success, failure, cancelled). */
+export const ZFinishedState = z.enum(["succeeded", "failed", "cancelled"]);
+export type TFinishedState = z.infer<typeof ZFinishedState>;
+
+/** The most finished tasks one listing answers. */
+export const TASK_LIST_MAX = 500;
+
+/** Which finished tasks to list with the running ones: a page of them, filtered. Without it, the first 100. */
+export const ZListTasksSchema = z
+  .object({
+    status: ZFinishedState.optional(),
+    /** Contained in the task's call name or description (a data task's names its volumes), case aside. */
+    text: z.string().trim().max(200).optional(),
+    offset: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
+    limit: z.number().int().min(0).max(TASK_LIST_MAX).default(100),
+  })
+  .optional();
+export type TListTasksInput = z.infer<typeof ZListTasksSchema>;
+
 export const ZListTasksResponse = z.object({
-  /** Running first (newest first), then finished (most recently finished first). */
-  tasks: z.array(ZTask),
+  /** Running and cancelling tasks, newest first. */
+  running: z.array(ZTask),
+  /** One page of the finished tasks that match, most recently finished first. */
+  finished: z.array(ZTask),
+  totalRunning: z.number().int().nonnegative(),
+  /** Finished tasks that match, in all (the page's list says which of them it holds). */
+  totalFinished: z.number().int().nonnegative(),
   /** Server time of the listing, ISO 8601 (the page compares ages against it). */
   now: z.string(),
 });

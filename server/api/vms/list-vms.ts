@@ -1,5 +1,6 @@
 // vms.list and vms.get: VMs with their disks (VBD → VDI → SR). One listing per class, never a call per
-// disk: VDI.get_all_records is one SR.ls per SR, and a VDI on an SR that cannot be listed shows as unknown.
+// disk; the disks' VDIs with VDI.hangar_get_records, one SR.ls per SR that holds one (not VDI.get_all_records:
+// every SR's, 100,000 volumes at scale). A VDI on an SR that cannot be listed shows as unknown.
 import "server-only";
 
 import { TRPCError } from "@trpc/server";
@@ -19,11 +20,8 @@ interface DiskContext {
 async function diskContext(xapi: XenApiClient, vms: VmRecord[], vbds?: Record<string, VbdRecord>): Promise<DiskContext> {
   const wanted = new Set(vms.flatMap((vm) => vm.VBDs));
   const allVbds = wanted.size === 0 ? {} : (vbds ?? (await xapi.records("VBD", ZVbdRecord)));
-  const needVdis = [...wanted].some((ref) => {
-    const vdi = allVbds[ref]?.VDI;
-    return vdi !== undefined && vdi !== NULL_REF;
-  });
-  const vdis = needVdis ? await xapi.records("VDI", ZVdiRecord) : {};
+  const vdiRefs = [...new Set([...wanted].map((ref) => allVbds[ref]?.VDI ?? NULL_REF).filter((vdi) => vdi !== NULL_REF))];
+  const vdis = vdiRefs.length === 0 ? {} : await xapi.call(z.record(z.string(), ZVdiRecord), "VDI.hangar_get_records", vdiRefs);
   const srRefs = new Set(Object.values(vdis).map((vdi) => vdi.SR));
   // Getters, not SR.get_record: a record asks the plugin for live space, which the VM pages do not show.
   const srs = new Map(

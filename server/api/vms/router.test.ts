@@ -1,6 +1,10 @@
 // The vms router against a real toolstack: VMs made with XenAPI (VM.create, VDI.create, VBD.create,
-// VIF.create), listed with their disks and SRs, renamed, described and destroyed with or without disks.
+// VIF.create), listed with their disks and SRs (listing only the SRs that hold them), renamed, described and
+// destroyed with or without disks.
 import assert from "node:assert/strict";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
@@ -96,4 +100,32 @@ test("vms: list with disks and SRs, get with interfaces, rename, description, de
   });
   await assert.rejects(caller.vms.destroy({ ref: web.vm, keepDisks: true }), isCode("NOT_FOUND"));
   await assert.rejects(caller.vms.get({ ref: template }), isCode("NOT_FOUND"));
+});
+
+test("vms: the disks' volumes are read from the SRs that hold them only, not from every SR", async (t) => {
+  const { caller, xapi } = await startConsoleUnderTest(t);
+  const pool = (await xapi.call(z.array(zRef), "pool.get_all"))[0]!;
+  const sr = await xapi.call(zRef, "pool.get_default_SR", pool);
+  const [host] = await xapi.call(z.array(zRef), "host.get_all");
+  const scratch = await mkdtemp(join(tmpdir(), "hangar-vms-"));
+  t.after(() => rm(scratch, { recursive: true, force: true }));
+  const other = await xapi.call(zRef, "SR.create", host, { path: join(scratch, "other") }, 0, "no VM disks here", "", "file", "user", false, {});
+  const volume = await xapi.call(zRef, "VDI.create", { SR: other, virtual_size: MiB, name_label: "nobody's" });
+  const web = await makeVm(xapi, sr, "web");
+
+  const trace = join(scratch, "plugins.log");
+  process.env.HANGAR_PLUGIN_TRACE = trace;
+  let listed;
+  try {
+    listed = await caller.vms.list();
+  } finally {
+    delete process.env.HANGAR_PLUGIN_TRACE;
+  }
+  assert.deepEqual(listed.vms[0]!.disks.map((disk) => disk.vdi?.ref ?? null), [web.root, web.data, null]);
+  const listings = (await readFile(trace, "utf8")).split("\n").filter((line) => / SR\.ls /.test(line));
+  assert.equal(listings.length, 1, "the default SR's listing only");
+
+  await caller.vms.destroy({ ref: web.vm, keepDisks: false });
+  await xapi.call(z.unknown(), "VDI.destroy", volume);
+  await xapi.call(z.unknown(), "SR.destroy", other);
 });

@@ -3,7 +3,7 @@
 // events for every change, keys a client gives checked against SR.ls, volumes changed behind the
 // toolstack's back, and ids that survive a restart.
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -292,6 +292,38 @@ describe("VDI", () => {
     assert.deepEqual(error.params.slice(0, 2), ["Volume_does_not_exist", made.key], "the plugin's error, unchanged");
     await assertXenError(client.call("VDI.get_record", outsider), "HANDLE_INVALID");
     assert.ok(!(await client.call<string[]>("VDI.get_all")).includes(outsider));
+  });
+
+  test("VDI.hangar_get_records: the records named, as get_record gives them, with one SR.ls per SR they live on", async () => {
+    const [hostRef] = await client.call<string[]>("host.get_all");
+    const scratch = mkdtempSync(join(tmpdir(), "hangar-records-"));
+    const [second, untouched] = await Promise.all(
+      ["second", "untouched"].map((name) => client.call<string>("SR.create", hostRef, { path: join(scratch, name) }, 0, name, "", "file", "user", false, {})),
+    );
+    const here = [await create({ name_label: "here 1" }), await create({ name_label: "here 2" })];
+    const there = await client.call<string>("VDI.create", { SR: second, virtual_size: MiB, name_label: "there" });
+    const unasked = await client.call<string>("VDI.create", { SR: untouched, virtual_size: MiB, name_label: "not asked for" });
+    const vm = await client.call<string>("VM.create", { name_label: "holder of here 1" });
+    await client.call<string>("VBD.create", { VM: vm, VDI: here[0], type: "Disk", mode: "RW" });
+    const trace = join(scratch, "plugins.log");
+    process.env.HANGAR_PLUGIN_TRACE = trace;
+    let records: Record<string, Rec>;
+    try {
+      records = await client.call<Record<string, Rec>>("VDI.hangar_get_records", [...here, there, here[0], "OpaqueRef:00000000-0000-4000-8000-000000000000"]);
+    } finally {
+      delete process.env.HANGAR_PLUGIN_TRACE;
+    }
+    const listings = readFileSync(trace, "utf8").split("\n").filter((line) => / SR\.ls /.test(line));
+    assert.equal(listings.length, 2, "the default SR and the second, not the untouched one");
+    assert.deepEqual(Object.keys(records).sort(), [...here, there].sort(), "an unknown ref is left out");
+    for (const ref of [...here, there]) assert.deepEqual(records[ref], await record(ref));
+    assert.equal((records[here[0]!]!.VBDs as string[]).length, 1);
+    assert.deepEqual(await client.call("VDI.hangar_get_records", []), {});
+    await assertXenError(client.call("VDI.hangar_get_records", ["not a ref"]), "FIELD_TYPE_ERROR");
+    await client.call("VM.hangar_destroy", vm, false);
+    for (const ref of [there, unasked]) await client.call("VDI.destroy", ref);
+    for (const ref of [second, untouched]) await client.call("SR.destroy", ref);
+    rmSync(scratch, { recursive: true, force: true });
   });
 
   test("refs and uuids are derived, so they survive a restart; a volume without a uuid gets a stable one", async () => {

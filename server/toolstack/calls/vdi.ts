@@ -2,7 +2,9 @@
 // (vdi-records.ts). Changes made here are announced as VDI events. Hangar's own calls:
 // VDI.hangar_data_copy / VDI.hangar_data_mirror (vdi, remote NBD URI), tasks following Data.copy / Data.mirror;
 // VDI.hangar_data_mirror_to_vdi (vdi, dest VDI), Data.mirror into an existing volume plugged as an NBD export;
-// VDI.hangar_revert (snapshot), Volume.revert of the snapshot's original.
+// VDI.hangar_revert (snapshot), Volume.revert of the snapshot's original; VDI.hangar_get_records (refs), the
+// records of those VDIs with one SR.ls per SR they live on.
+import { z } from "zod";
 import { parseNbdUri } from "../../nbd/uri.ts";
 import { computedGetters, parseCreateRecord, type FieldSpec, type RecordSource, zRecordArg } from "../accessors.ts";
 import { copyVdi, dataToRemote, inTask, mirrorToVdi } from "../data-tasks.ts";
@@ -23,6 +25,7 @@ import {
   setVolumeKeys,
   VDI_TYPES,
   vdiRecord,
+  vdiRecords,
 } from "../vdi-records.ts";
 import { XenApiError, xenErrors } from "../../xenapi/errors.ts";
 import { KEYS, OTHER_CONFIG_PREFIX } from "../../xenapi/vdi-identity.ts";
@@ -330,6 +333,8 @@ export const vdiCalls = [
     },
     { optional: 7 },
   ),
+  // A read, as VDI.get_record: the VMs page's disks without listing every SR (VDI.get_all_records).
+  method("VDI.hangar_get_records", [["refs", z.array(zRef)]], async ({ ts }, refs) => Object.fromEntries(await vdiRecords(ts, refs)), { role: "read-only", async: false }),
   // Roles by analogy (docs/research/rbac-audit.md §2.2): a revert as VM.revert, a full copy out as VDI.copy, a
   // mirror as storage motion (VDI.pool_migrate).
   method("VDI.hangar_revert", [["snapshot", zRef]], async ({ ts }, ref) => revertToSnapshot(ts, ref), { ...ON_VDI_HOST, role: "vm-power-admin" }),

@@ -189,7 +189,7 @@ const allVersions = Array.from({ length: SCHEMA_VERSION }, (_, i) => ({ version:
     for (const [ref, cls, record] of rows) {
       await db.run("INSERT INTO objects (ref, class, uuid, name_label, record) VALUES (?, ?, ?, '', ?)", [ref, cls, ref, JSON.stringify(record)]);
     }
-    await migrate(db);
+    await migrate(db, { to: 5 });
     assert.deepEqual(plain(await db.all("SELECT ref, expires FROM objects ORDER BY ref")), [
       { ref: "OpaqueRef:a", expires: made + 10_000 + 24 * 3600_000 },
       { ref: "OpaqueRef:b", expires: made + 24 * 3600_000 },
@@ -198,6 +198,29 @@ const allVersions = Array.from({ length: SCHEMA_VERSION }, (_, i) => ({ version:
     ]);
     const counts = await db.all<{ name: string; value: number }>("SELECT name, value FROM counters WHERE name LIKE 'objects:%'");
     assert.deepEqual(Object.fromEntries(counts.map((row) => [row.name, row.value])), { "objects:VM": 1, "objects:task": 3 });
+  });
+
+  test("migration 6 gives the objects already there their status (tasks) and name_description, and a count per task status", async (t) => {
+    const db = await openDb(t);
+    await migrate(db, { to: 5 });
+    const rows: Array<[string, string, object]> = [
+      ["OpaqueRef:a", "task", { status: "success", name_description: "Copy of volume “db”" }],
+      ["OpaqueRef:b", "task", { status: "pending" }],
+      ["OpaqueRef:c", "task", { status: "success" }],
+      ["OpaqueRef:d", "VM", { power_state: "Halted", name_description: "web" }],
+    ];
+    for (const [ref, cls, record] of rows) {
+      await db.run("INSERT INTO objects (ref, class, uuid, name_label, record) VALUES (?, ?, ?, '', ?)", [ref, cls, ref, JSON.stringify(record)]);
+    }
+    await migrate(db);
+    assert.deepEqual(plain(await db.all("SELECT ref, status, name_description FROM objects ORDER BY ref")), [
+      { ref: "OpaqueRef:a", status: "success", name_description: "Copy of volume “db”" },
+      { ref: "OpaqueRef:b", status: "pending", name_description: "" },
+      { ref: "OpaqueRef:c", status: "success", name_description: "" },
+      { ref: "OpaqueRef:d", status: null, name_description: "web" },
+    ]);
+    const counts = await db.all<{ name: string; value: number }>("SELECT name, value FROM counters WHERE name LIKE 'objects:task:%'");
+    assert.deepEqual(Object.fromEntries(counts.map((row) => [row.name, row.value])), { "objects:task:pending": 1, "objects:task:success": 2 });
   });
 
   test("a database made by a newer Hangar is refused", async (t) => {

@@ -2,6 +2,7 @@
 // statement runs unchanged on SQLite and PostgreSQL; what SQL cannot compute on both (a date inside a record)
 // a migration's `fill` does in code.
 import type { Database, Queryable } from "./database.ts";
+import { descriptionOf, statusOf } from "../object-columns.ts";
 import { taskExpiry } from "../task-expiry.ts";
 import type { XenRecord } from "../../xenapi/values.ts";
 
@@ -123,6 +124,24 @@ const MIGRATIONS: ReadonlyArray<{ version: number; statements: string[]; fill?: 
       for (const row of await tx.all<{ ref: string; record: string }>("SELECT ref, record FROM objects WHERE class = 'task'")) {
         await tx.run("UPDATE objects SET expires = ? WHERE ref = ?", [taskExpiry(JSON.parse(row.record) as XenRecord), row.ref]);
       }
+    },
+  },
+  {
+    version: 6,
+    statements: [
+      // A task's status and every object's name_description beside the record, so pages of tasks
+      // (task.hangar_get_page) filter, order and count without reading records: newest first is latest expiry first.
+      "ALTER TABLE objects ADD COLUMN status TEXT",
+      "ALTER TABLE objects ADD COLUMN name_description TEXT NOT NULL DEFAULT ''",
+      "CREATE INDEX objects_by_status ON objects (class, status, expires, ref)",
+    ],
+    fill: async (tx) => {
+      for (const row of await tx.all<{ ref: string; class: string; record: string }>("SELECT ref, class, record FROM objects")) {
+        const record = JSON.parse(row.record) as XenRecord;
+        await tx.run("UPDATE objects SET status = ?, name_description = ? WHERE ref = ?", [statusOf(row.class, record), descriptionOf(record), row.ref]);
+      }
+      // Objects per class and status ('objects:<class>:<status>'), kept by the object store: a page's total without a COUNT(*).
+      await tx.run("INSERT INTO counters (name, value) SELECT 'objects:' || class || ':' || status, COUNT(*) FROM objects WHERE status IS NOT NULL GROUP BY class, status");
     },
   },
 ];

@@ -28,10 +28,10 @@ export function trackId(sessionRef: string): string {
   return createHash("sha256").update(`hangar-trackid:${sessionRef}`).digest("hex").slice(0, 32);
 }
 
-/** Whether a call is audited: what changes state (not reads, event waits or progress reports). */
+/** Whether a call is audited: what changes state (not reads, Hangar's own reads included, event waits or progress reports). */
 export function audited(action: string): boolean {
   const [cls = "", message = ""] = action.replace(/^Async\./, "").split(".");
-  if (message.startsWith("get") || cls === "event" || cls === "system") return false;
+  if (message.startsWith("get") || message.startsWith("hangar_get") || cls === "event" || cls === "system") return false;
   return action !== "task.set_progress";
 }
 
