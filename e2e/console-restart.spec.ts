@@ -136,6 +136,8 @@ test("the console restarted mid-upload: the upload resumes by itself and the imp
   expect(patches[sentBefore]).toEqual({ id, offset: kept });
   console.log(`console away ${((restartedAt - stoppedAt) / 1000).toFixed(1)} s; upload resumed ${((resumedAt - restartedAt) / 1000).toFixed(1)} s after it answered, at byte ${kept} (${kept % CHUNK} into a chunk)`);
   await expect(row.getByRole("status")).toContainText("Imported", { timeout: 120_000 });
+  // The VM list is virtualized: the filter brings the VM among the rows in view.
+  await page.getByRole("searchbox", { name: "Filter VMs by name" }).fill(vmName);
   await expect(page.getByRole("link", { name: vmName, exact: true })).toBeVisible({ timeout: 10_000 });
   await page.screenshot({ path: test.info().outputPath("console-restart-done.png"), fullPage: true });
 

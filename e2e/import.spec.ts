@@ -42,6 +42,8 @@ test("a dropped XVA imports while it uploads; a reload mid-upload resumes it, wi
   // Resumed, not started over: the bar starts where the console's copy ends.
   await expect.poll(() => progressOf(page, "reload.xva"), { timeout: 10_000 }).toBeGreaterThan(15);
   await expect(row.getByRole("status")).toContainText("Imported", { timeout: 120_000 });
+  // The VM list is virtualized: the filter brings the VM among the rows in view.
+  await page.getByRole("searchbox", { name: "Filter VMs by name" }).fill(vmName);
   await expect(page.getByRole("link", { name: vmName, exact: true })).toBeVisible({ timeout: 10_000 });
   await page.screenshot({ path: test.info().outputPath("import-done.png"), fullPage: true });
   expect((await xapi.call(z.array(z.string()), "VM.get_by_name_label", vmName)).length).toBe(1);

@@ -103,6 +103,8 @@ test("a dropped OVA imports while it uploads; a reload mid-upload resumes it; it
   await dropFile(page, file);
   await expect.poll(() => progressOf(page, "appliance.ova"), { timeout: 10_000 }).toBeGreaterThan(20);
   await expect(row.getByRole("status")).toContainText("Imported", { timeout: 180_000 });
+  // The VM list is virtualized: the filter brings the VM among the rows in view.
+  await page.getByRole("searchbox", { name: "Filter VMs by name" }).fill(vmName);
   await expect(page.getByRole("link", { name: vmName, exact: true })).toBeVisible({ timeout: 10_000 });
   // What the OVF asked: 2 vCPUs, 768 MiB, UEFI, a disk, an empty CD drive, a NIC with its MAC.
   const [vm] = await xapi.call(z.array(z.string()), "VM.get_by_name_label", vmName);
@@ -186,6 +188,8 @@ test("a VM exported as an OVA from its Export dialog: qemu-img reads its VMDK as
   await page.goto("/vms");
   await dropFile(page, file);
   await expect(page.getByRole("listitem", { name: "out-source.ova" }).getByRole("status")).toContainText("Imported", { timeout: 90_000 });
+  // The VM list is virtualized: the filter brings the VM among the rows in view.
+  await page.getByRole("searchbox", { name: "Filter VMs by name" }).fill(vmName);
   await page.getByRole("link", { name: vmName, exact: true }).click();
   await page.getByRole("button", { name: "Export" }).click();
   const dialog = page.getByRole("dialog", { name: `Export ${vmName}` });
