@@ -30,7 +30,7 @@ export function hostProcesses(dataDir: string): HostProcess[] {
     const line = argv.join(" ");
     const kind: ProcessKind = line.includes("/cli/main.ts serve")
       ? "toolstack"
-      : line.includes("/datapath/nbd/daemon.ts ")
+      : /\/datapath\/nbd\/(daemon\.ts|\.bundle\/[^/]+\/daemon\.mjs) /.test(line)
         ? "volume daemon"
         : line.includes("datasource-daemon-main.ts ")
           ? "datasource daemon"
