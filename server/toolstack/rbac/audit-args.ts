@@ -13,6 +13,8 @@ const RECORD_FIELDS = new Set(["name_label", "name_description", "subject_identi
 /** The setters whose `value` is a name, kept. */
 const NAMING_SETTERS = /\.set_name_(label|description)$/;
 const MAX_KEPT = 200;
+/** Members of an object argument looked at: a record's fields all, a large map's none past these. */
+const RECORD_SCAN = 256;
 
 function isRef(value: unknown): value is string {
   return typeof value === "string" && value.startsWith("OpaqueRef:") && value !== "OpaqueRef:NULL";
@@ -37,7 +39,13 @@ async function describe(ts: Toolstack, action: string, name: string, value: unkn
   } else if (Array.isArray(value)) {
     for (const item of value) if (isRef(item)) await describe(ts, action, name, item, out);
   } else if (typeof value === "object") {
-    for (const [field, inner] of Object.entries(value as Record<string, unknown>)) {
+    // A record's fields (a VBD's VM and VDI, a VDI's name): a record has a few dozen, so past RECORD_SCAN members
+    // this is a map (other_config with up to 24,000), whose members the trail does not keep: not read at all
+    // (listing them all held the event loop ~50 ms for the largest allowed).
+    let scanned = 0;
+    for (const field in value) {
+      if (++scanned > RECORD_SCAN) break;
+      const inner = (value as Record<string, unknown>)[field];
       if (RECORD_FIELDS.has(field) && typeof inner === "string") out.push([`${name}.${field}`, inner.slice(0, 1024)]);
       else if (isRef(inner)) out.push(await named(ts, `${name}.${field}`, inner));
     }
