@@ -6,7 +6,7 @@ import { describe, test, type TestContext } from "node:test";
 import { poolCalls } from "./calls/pool.ts";
 import { ROOT_PASSWORD, serveTestToolstack } from "./testing.ts";
 import type { ServeOptions } from "./serve.ts";
-import { longestStep } from "../event-loop-testing.ts";
+import { collectGarbage, longestStep } from "../event-loop-testing.ts";
 import type { XenValue } from "../xenapi/values.ts";
 import { formatXmlRpcCall, parseXmlRpcValue } from "../xenapi/xml-rpc.ts";
 
@@ -234,6 +234,7 @@ const WITH_POOL: Partial<ServeOptions> = { features: [{ calls: poolCalls }], ...
  */
 async function whileProbing(send: () => Promise<Reply>, probe: () => Promise<unknown>): Promise<{ reply: Reply; slowestProbeMs: number; longestMs: number }> {
   let slowestProbeMs = 0;
+  collectGarbage();
   const { value: reply, longestMs } = await longestStep(async () => {
     let sending = true;
     const sent = send().finally(() => (sending = false));
