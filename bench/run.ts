@@ -11,6 +11,7 @@ const SUITES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   pool: () => import("./pool.ts"),
   load: () => import("./load.ts"),
   disks: () => import("./disks.ts"),
+  scale: () => import("./scale.ts"),
 };
 
 const names = argv.slice(2);
