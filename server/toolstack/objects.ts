@@ -18,6 +18,10 @@ interface ObjectRow {
   record: string;
 }
 
+/** The columns kept beside a record, from it, whoever writes it (create and update alike). */
+const COLUMNS = ["uuid", "name_label", "record", "expires", "status", "name_description"] as const;
+const columnValues = (cls: string, record: XenRecord) => [String(record.uuid), String(record.name_label ?? ""), JSON.stringify(record), expiryOf(cls, record), statusOf(cls, record), descriptionOf(record)];
+
 const decode = (row: ObjectRow): StoredObject => ({ ref: row.ref, record: JSON.parse(row.record) as XenRecord });
 
 /** An object past its expiry: where a page of them ends. */
@@ -203,16 +207,7 @@ export class ObjectStore {
     const ref = options.ref ?? newRef();
     const write = async (tx: Queryable) => {
       const status = statusOf(cls, record);
-      await tx.run("INSERT INTO objects (ref, class, uuid, name_label, record, expires, status, name_description) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
-        ref,
-        cls,
-        String(record.uuid),
-        String(record.name_label ?? ""),
-        JSON.stringify(record),
-        expiryOf(cls, record),
-        status,
-        descriptionOf(record),
-      ]);
+      await tx.run(`INSERT INTO objects (ref, class, ${COLUMNS.join(", ")}) VALUES (?, ?, ${COLUMNS.map(() => "?").join(", ")})`, [ref, cls, ...columnValues(cls, record)]);
       await this.#recount(tx, counterOf(cls), 1);
       await this.#recountStatus(tx, cls, null, status);
       await this.#events.append(tx, cls, ref, "add", record);
@@ -227,15 +222,7 @@ export class ObjectStore {
       const current = await this.get(cls, ref, tx);
       const record = change(current.record);
       const status = statusOf(cls, record);
-      await tx.run("UPDATE objects SET uuid = ?, name_label = ?, record = ?, expires = ?, status = ?, name_description = ? WHERE ref = ?", [
-        String(record.uuid),
-        String(record.name_label ?? ""),
-        JSON.stringify(record),
-        expiryOf(cls, record),
-        status,
-        descriptionOf(record),
-        ref,
-      ]);
+      await tx.run(`UPDATE objects SET ${COLUMNS.map((column) => `${column} = ?`).join(", ")} WHERE ref = ?`, [...columnValues(cls, record), ref]);
       await this.#recountStatus(tx, cls, statusOf(cls, current.record), status);
       await this.#events.append(tx, cls, ref, "mod", record);
       return record;
