@@ -8,6 +8,7 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { compressOnPool } from "./compression-pool.ts";
 import { createParallelCompressor, decompressing, sniffCompression, type Compression } from "./compression.ts";
 
 const MiB = 1024 * 1024;
@@ -348,7 +349,8 @@ describe("createParallelCompressor()", () => {
   });
 
   test("compressing never keeps the process alive once the work is done", async () => {
-    // The thread pool holds nothing once the last chunk is out: a script that compresses exits at once.
+    // The threads hold nothing once the last chunk is out: a script that compresses exits at once, not when
+    // they stop for want of work (30 s later).
     const script = `
       import { createParallelCompressor } from ${JSON.stringify(new URL("./compression.ts", import.meta.url).href)};
       const compressor = createParallelCompressor("zstd", { threads: 2, chunkSize: 1 << 20 });
@@ -358,9 +360,12 @@ describe("createParallelCompressor()", () => {
     `;
     const started = Date.now();
     const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
     const [code] = (await once(child, "close")) as [number | null];
     assert.equal(code, 0);
-    assert.ok(Date.now() - started < 3000, `exited after ${Date.now() - started} ms`);
+    assert.ok(Number(output) > 0, `printed ${JSON.stringify(output)}: the output was all there`);
+    assert.ok(Date.now() - started < 20_000, `exited after ${Date.now() - started} ms`);
   });
 
   test("a compressor destroyed mid-stream errors, and later compressors work", async () => {
@@ -372,6 +377,22 @@ describe("createParallelCompressor()", () => {
     assert.match(error.message, /client went away/);
     const again = await compress("gzip", Buffer.from("still works"));
     assert.equal((await decodeOurs(again)).data.toString(), "still works");
+  });
+});
+
+describe("compressOnPool()", () => {
+  test("a chunk comes back whole in pieces of at most 128 KiB, its buffer with it; a context that cannot be made fails the chunk, not the thread", async () => {
+    const input = randomBytes(3 * MiB + 5);
+    const data = Buffer.from(input);
+    const { pieces, data: back } = await compressOnPool("zstd", 3, data);
+    assert.equal(data.byteLength, 0, "the buffer was transferred, not copied");
+    assert.ok(back.equals(input), "the same bytes come back for reuse");
+    assert.ok(pieces.length > 1 && pieces.every((piece) => piece.byteLength <= 128 * 1024 && piece.buffer.byteLength === 128 * 1024));
+    assert.ok((await decodeOurs(Buffer.concat(pieces))).data.equals(input));
+
+    await assert.rejects(compressOnPool("gzip", 12, Buffer.from("x")), /level/);
+    const again = await compressOnPool("gzip", 1, Buffer.from("still works"));
+    assert.equal((await decodeOurs(Buffer.concat(again.pieces))).data.toString(), "still works");
   });
 });
 

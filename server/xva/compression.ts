@@ -1,80 +1,19 @@
 // Whole-stream compression of XVA archives for /export and /import (compat-notes §2): gzip or zstd, detected
 // on import by the first bytes. Export compresses on all cores, as `pigz` and `zstd -T0` do: the stream is cut
-// into chunks, each becomes an independent gzip member or zstd frame on libuv's thread pool, and the members are
-// written in input order; their concatenation is one valid stream for gzip/pigz/zstd -d and node:zlib.
+// into chunks, each becomes an independent gzip member or zstd frame on a worker thread (compression-pool.ts),
+// and the members are written in input order; their concatenation is one valid stream for gzip/pigz/zstd -d and
+// node:zlib.
 import { availableParallelism } from "node:os";
 import { PassThrough, Readable, Transform, type Duplex, type TransformCallback } from "node:stream";
 import zlib from "node:zlib";
 import { z } from "zod";
+import { compressOnPool } from "./compression-pool.ts";
 
 export type Compression = "gzip" | "zstd";
 
 const MiB = 1024 * 1024;
 const DEFAULT_CHUNK_SIZE = 2 * MiB;
 const DEFAULT_LEVEL: Record<Compression, number> = { gzip: 1, zstd: 3 };
-/**
- * Output pieces of each chunk's compression: the default 16 KiB costs a callback and a buffer per piece; at 256
- * KiB and above each piece is a fresh mapping of its own (bin/hangar's MALLOC_MMAP_THRESHOLD_), faulted in page
- * by page: 512 MiB of zstd export took 0.89 s of system time at 256 KiB against 0.36 s at 128 KiB (measured).
- */
-const OUTPUT_PIECE = 128 * 1024;
-
-/**
- * A compression context kept for many chunks, each written and ended as an independent gzip member or zstd
- * frame. Each call runs on libuv's thread pool (node:zlib's async form): several contexts at once use several
- * cores, without worker threads (an isolate each, ~100 MiB more RSS for a pool, and slower for zstd:
- * measured). The one-shot form (zlib.gzip, zlib.zstdCompress) allocated, faulted in and freed a context per
- * 2 MiB chunk (3.5 MiB for zstd at level 3) and copied its output together: zstd 1.27 against 0.90 CPU-s per
- * GiB, measured, and memory the allocator kept. memLevel 9: level 1 deflate runs ~12% faster with the bigger
- * hash, output ~0.2% larger. zstd frames carry the content checksum, as the zstd CLI writes by default.
- */
-class Framer {
-  private readonly stream: zlib.Gzip | zlib.ZstdCompress;
-  /** The flush that ends a member or frame. */
-  private readonly end: number;
-  /** Made ready for the next member or frame. A finished deflate stream takes no more input until reset (which keeps its memory; Node's Gzip has it, its types do not say so); zstd starts the next frame by itself. */
-  private readonly restart: () => void;
-  private pieces: Buffer[] = [];
-
-  constructor(kind: Compression, level: number) {
-    if (kind === "gzip") {
-      const gzip = zlib.createGzip({ level, memLevel: 9, chunkSize: OUTPUT_PIECE }) as zlib.Gzip & zlib.ZlibReset;
-      this.stream = gzip;
-      this.end = zlib.constants.Z_FINISH;
-      this.restart = () => gzip.reset();
-    } else {
-      this.stream = zlib.createZstdCompress({ chunkSize: OUTPUT_PIECE, params: { [zlib.constants.ZSTD_c_compressionLevel]: level, [zlib.constants.ZSTD_c_checksumFlag]: 1 } });
-      this.end = zlib.constants.ZSTD_e_end;
-      this.restart = () => undefined;
-    }
-    this.stream.on("data", (piece: Buffer) => this.pieces.push(piece));
-    // An error between frames is read from `errored` by the next; without a listener it would be thrown.
-    this.stream.on("error", () => undefined);
-  }
-
-  /** `data` as one whole member or frame: its output pieces, in order. */
-  frame(data: Uint8Array): Promise<Buffer[]> {
-    return new Promise((resolve, reject) => {
-      const failed = (error: Error) => reject(error);
-      this.stream.once("error", failed);
-      this.stream.write(data);
-      this.stream.flush(this.end, () => {
-        this.stream.off("error", failed);
-        if (this.stream.destroyed) return reject(this.stream.errored ?? new Error("the compression context was closed"));
-        // Output pushed but not yet emitted is the end of this one: read() emits it now, before the next one's.
-        while (this.stream.read() !== null);
-        this.restart();
-        const pieces = this.pieces;
-        this.pieces = [];
-        resolve(pieces);
-      });
-    });
-  }
-
-  close(): void {
-    this.stream.destroy();
-  }
-}
 
 // ---- Compression ----
 
@@ -89,7 +28,7 @@ const compressorSchema = z
   })
   .refine((o) => o.level === undefined || (o.level >= levelRange[o.kind][0] && o.level <= levelRange[o.kind][1]), { message: "level out of range for this compression", path: ["level"] });
 
-/** A Transform that compresses on all cores: input is cut into chunks (default 2 MiB: measured as fast as 4 MiB, with less memory in flight), each compressed independently on libuv's thread pool (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. Input is copied into the chunks: `consumed` hears of each written buffer once it has been copied whole, for reuse. At most ~2×threads chunks in flight: a consumer that stops reading stops the producer (backpressure), memory stays flat. */
+/** A Transform that compresses on all cores: input is cut into chunks (default 2 MiB: measured as fast as 4 MiB, with less memory in flight), each compressed independently on a worker thread (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. Input is copied into the chunks: `consumed` hears of each written buffer once it has been copied whole, for reuse. At most ~2×threads chunks in flight: a consumer that stops reading stops the producer (backpressure), memory stays flat. */
 export function createParallelCompressor(kind: Compression, options?: { level?: number; threads?: number; chunkSize?: number; consumed?: (chunk: Buffer) => void }): Transform {
   const { consumed, ...rest } = options ?? {};
   const parsed = compressorSchema.parse({ kind, ...rest });
@@ -109,33 +48,19 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
   let pushed = 0; // chunks whose output went out, in order
   const finished = new Map<number, Buffer[]>(); // outputs that arrived ahead of an earlier chunk's
   const spare: Buffer[] = []; // input buffers whose compression is done, reused rather than allocated again
-  const framers: Framer[] = []; // idle compression contexts, one per chunk in flight at most
   let stopped = false;
-
-  async function compressChunk(data: Uint8Array): Promise<Buffer[]> {
-    const framer = framers.pop() ?? new Framer(kind, level);
-    try {
-      const out = await framer.frame(data);
-      if (stopped) framer.close();
-      else framers.push(framer);
-      return out;
-    } catch (error) {
-      framer.close();
-      throw error;
-    }
-  }
 
   function dispatch() {
     const data = filled === chunkSize ? current! : new Uint8Array(current!.buffer, current!.byteOffset, filled);
     const seq = dispatched++;
     current = null;
     filled = 0;
-    const buffer = data.byteLength === chunkSize ? (data as Buffer) : null;
-    compressChunk(data).then(
-      (out) => {
+    // The chunk's buffer travels to the thread and back (transferred, not copied).
+    compressOnPool(kind, level, data).then(
+      ({ pieces, data: back }) => {
         if (stopped) return;
-        if (buffer !== null && spare.length < limit) spare.push(buffer);
-        finished.set(seq, out);
+        if (back.byteLength === chunkSize && spare.length < limit) spare.push(back);
+        finished.set(seq, pieces);
         for (let next = finished.get(pushed); next !== undefined; next = finished.get(pushed)) {
           finished.delete(pushed++);
           for (const piece of next) stream.push(piece);
@@ -209,9 +134,8 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
       pump();
     },
     destroy(error, callback) {
-      // Chunks already on the thread pool finish there and are dropped (their contexts closed then); nothing else is held.
+      // Chunks already on a thread finish there and are dropped; nothing else is held.
       stopped = true;
-      for (const framer of framers.splice(0)) framer.close();
       finished.clear();
       spare.length = 0;
       current = input = null;
@@ -286,7 +210,7 @@ export async function decompressing(source: Readable): Promise<{ compression: Co
   // Output in 128 KiB pieces: the default 16 KiB makes a callback and a buffer per piece (most of an import's
   // CPU), and from 256 KiB on each piece is a mapping of its own (bin/hangar's MALLOC_MMAP_THRESHOLD_), faulted
   // in page by page: 512 MiB out of zstd took 2.11 s at 1 MiB against 1.49 s at 128 KiB (measured).
-  const chunkSize = OUTPUT_PIECE;
+  const chunkSize = 128 * 1024;
   const stages: Duplex[] = compression === "gzip" ? [zlib.createGunzip({ chunkSize })] : [zstdFrameSplitter(), zlib.createZstdDecompress({ chunkSize })];
   // The caller's stream: the errors of every stage land here, reworded, and destroying it stops them all.
   const out = new PassThrough();
