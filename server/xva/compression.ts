@@ -5,15 +5,16 @@
 // node:zlib.
 import { availableParallelism } from "node:os";
 import { PassThrough, Readable, Transform, type Duplex, type TransformCallback } from "node:stream";
-import zlib from "node:zlib";
 import { z } from "zod";
-import { compressOnPool } from "./compression-pool.ts";
+import { compressOnPool, openDecompression, type Worked } from "./compression-pool.ts";
 
 export type Compression = "gzip" | "zstd";
 
 const MiB = 1024 * 1024;
 const DEFAULT_CHUNK_SIZE = 2 * MiB;
 const DEFAULT_LEVEL: Record<Compression, number> = { gzip: 1, zstd: 3 };
+/** Compressed input sent to the decompressing thread at a time: one working, one queued behind it. */
+const DECOMPRESSION_CHUNK = 512 * 1024;
 
 // ---- Compression ----
 
@@ -28,49 +29,57 @@ const compressorSchema = z
   })
   .refine((o) => o.level === undefined || (o.level >= levelRange[o.kind][0] && o.level <= levelRange[o.kind][1]), { message: "level out of range for this compression", path: ["level"] });
 
-/** A Transform that compresses on all cores: input is cut into chunks (default 2 MiB: measured as fast as 4 MiB, with less memory in flight), each compressed independently on a worker thread (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. Input is copied into the chunks: `consumed` hears of each written buffer once it has been copied whole, for reuse. At most ~2×threads chunks in flight: a consumer that stops reading stops the producer (backpressure), memory stays flat. */
-export function createParallelCompressor(kind: Compression, options?: { level?: number; threads?: number; chunkSize?: number; consumed?: (chunk: Buffer) => void }): Transform {
-  const { consumed, ...rest } = options ?? {};
-  const parsed = compressorSchema.parse({ kind, ...rest });
-  const level = parsed.level ?? DEFAULT_LEVEL[kind];
-  const threads = parsed.threads ?? availableParallelism();
-  const chunkSize = parsed.chunkSize ?? DEFAULT_CHUNK_SIZE;
-  // Two per core: one compressing, one queued behind it, so a core never waits for the main thread.
-  const limit = 2 * threads;
+/** What a chunked stream (below) does with each chunk: `work` it on a thread, and `finish` after the last. */
+type ChunkWork = {
+  /** `data`'s output; `data`'s buffer comes back (it may travel to a thread and back) for the next chunk. */
+  work(data: Uint8Array): Promise<Worked>;
+  /** Output to add after every chunk's, given whether there was any chunk at all. */
+  finish(chunks: number): Promise<Buffer[]>;
+  /** The stream was destroyed: chunks in flight are dropped when they come back. */
+  abandon(): void;
+  /** How a failure of `work` or `finish` reads to the stream's reader. */
+  failure(error: Error): Error;
+};
 
+/**
+ * The engine of the compressor and the decompressor: a Transform that copies its input into chunks of
+ * `chunkSize`, works at most `limit` of them at once and pushes their outputs strictly in input order. Input is
+ * copied into the chunks: `consumed` hears of each written buffer once it has been copied whole, for reuse. A
+ * consumer that stops reading stops the producer (backpressure): memory stays flat.
+ */
+function chunkedStream(chunkSize: number, limit: number, chunk: ChunkWork, consumed?: (chunk: Buffer) => void): Transform {
   let current: Buffer | null = null; // the chunk being filled
   let filled = 0;
   let input: Buffer | null = null; // the written chunk not yet copied, held while the in-flight limit is reached
   let inputOffset = 0;
   let inputCallback: TransformCallback | null = null;
   let flushCallback: TransformCallback | null = null;
-  let dispatched = 0; // chunks sent to workers
+  let finishing = false;
+  let dispatched = 0; // chunks sent to work
   let pushed = 0; // chunks whose output went out, in order
   const finished = new Map<number, Buffer[]>(); // outputs that arrived ahead of an earlier chunk's
-  const spare: Buffer[] = []; // input buffers whose compression is done, reused rather than allocated again
+  const spare: Buffer[] = []; // chunk buffers whose work is done, reused rather than allocated again
   let stopped = false;
+
+  const fail = (error: Error) => {
+    if (!stopped) stream.destroy(chunk.failure(error));
+  };
 
   function dispatch() {
     const data = filled === chunkSize ? current! : new Uint8Array(current!.buffer, current!.byteOffset, filled);
     const seq = dispatched++;
     current = null;
     filled = 0;
-    // The chunk's buffer travels to the thread and back (transferred, not copied).
-    compressOnPool(kind, level, data).then(
-      ({ pieces, data: back }) => {
-        if (stopped) return;
-        if (back.byteLength === chunkSize && spare.length < limit) spare.push(back);
-        finished.set(seq, pieces);
-        for (let next = finished.get(pushed); next !== undefined; next = finished.get(pushed)) {
-          finished.delete(pushed++);
-          for (const piece of next) stream.push(piece);
-        }
-        pump();
-      },
-      (error: Error) => {
-        if (!stopped) stream.destroy(new Error(`${kind} compression failed: ${error.message}`, { cause: error }));
-      },
-    );
+    chunk.work(data).then(({ pieces, data: back }) => {
+      if (stopped) return;
+      if (back.byteLength === chunkSize && spare.length < limit) spare.push(back);
+      finished.set(seq, pieces);
+      for (let next = finished.get(pushed); next !== undefined; next = finished.get(pushed)) {
+        finished.delete(pushed++);
+        for (const piece of next) stream.push(piece);
+      }
+      pump();
+    }, fail);
   }
 
   // Copies held input into chunks and sends each full one while fewer than `limit` are in flight; called again
@@ -98,35 +107,29 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
         return;
       }
     }
-    if (flushCallback === null) return;
+    if (flushCallback === null || finishing) return;
     if (filled > 0) {
       if (dispatched - pushed >= limit) return;
       dispatch();
     }
-    if (dispatched === 0) {
-      // No input at all: still one valid (empty) member or frame, as `gzip </dev/null` writes.
-      current = Buffer.from(new ArrayBuffer(0));
-      dispatch();
-    }
-    if (pushed === dispatched) {
-      const callback = flushCallback;
+    if (pushed < dispatched) return;
+    finishing = true;
+    chunk.finish(dispatched).then((pieces) => {
+      if (stopped) return;
+      for (const piece of pieces) stream.push(piece);
+      const callback = flushCallback!;
       flushCallback = null;
       callback();
-    }
+    }, fail);
   }
 
   const stream = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       if (!Buffer.isBuffer(chunk)) chunk = Buffer.from((chunk as Uint8Array).buffer, (chunk as Uint8Array).byteOffset, (chunk as Uint8Array).byteLength);
+      if (chunk.byteLength === 0) return void callback();
       input = chunk;
       inputOffset = 0;
       inputCallback = callback;
-      if (chunk.byteLength === 0) {
-        input = null;
-        inputCallback = null;
-        callback();
-        return;
-      }
       pump();
     },
     flush(callback) {
@@ -136,6 +139,7 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
     destroy(error, callback) {
       // Chunks already on a thread finish there and are dropped; nothing else is held.
       stopped = true;
+      chunk.abandon();
       finished.clear();
       spare.length = 0;
       current = input = null;
@@ -144,6 +148,26 @@ export function createParallelCompressor(kind: Compression, options?: { level?: 
     },
   });
   return stream;
+}
+
+/** A Transform that compresses on all cores: input is cut into chunks (default 2 MiB: measured as fast as 4 MiB, with less memory in flight), each compressed independently on a worker thread (gzip members / zstd frames: their concatenation is one valid stream, as pigz/zstd -d read it), output strictly in input order. `consumed` hears of each written buffer once it has been copied, for reuse. At most 2×threads chunks in flight (one compressing, one queued behind it, so a core never waits for the main thread). */
+export function createParallelCompressor(kind: Compression, options?: { level?: number; threads?: number; chunkSize?: number; consumed?: (chunk: Buffer) => void }): Transform {
+  const { consumed, ...rest } = options ?? {};
+  const parsed = compressorSchema.parse({ kind, ...rest });
+  const level = parsed.level ?? DEFAULT_LEVEL[kind];
+  const threads = parsed.threads ?? availableParallelism();
+  return chunkedStream(
+    parsed.chunkSize ?? DEFAULT_CHUNK_SIZE,
+    2 * threads,
+    {
+      work: (data) => compressOnPool(kind, level, data),
+      // No input at all: still one valid (empty) member or frame, as `gzip </dev/null` writes.
+      finish: async (chunks) => (chunks > 0 ? [] : (await compressOnPool(kind, level, new Uint8Array(new ArrayBuffer(0)))).pieces),
+      abandon: () => undefined,
+      failure: (error) => new Error(`${kind} compression failed: ${error.message}`, { cause: error }),
+    },
+    consumed,
+  );
 }
 
 // ---- Detection and decompression ----
@@ -196,7 +220,7 @@ async function peek(source: Readable, n: number): Promise<{ head: Buffer; ended:
   return { head, ended: false };
 }
 
-/** Peeks the first bytes of `source` (without losing them) and returns a Readable of the decompressed bytes (node:zlib createGunzip / createZstdDecompress, which read concatenated members/frames), or the source's bytes unchanged when plain; also answers which compression it found. Errors of the source or the decompressor surface as stream errors with a clear message ("not a valid gzip stream: ..."). A source that fails before its first bytes arrive rejects the promise. */
+/** Peeks the first bytes of `source` (without losing them) and returns a Readable of the decompressed bytes (node:zlib's gunzip / zstd on a worker thread, concatenated members/frames read as one stream), or the source's bytes unchanged when plain; also answers which compression it found. Errors of the source or the decompressor surface as stream errors with a clear message ("not a valid gzip stream: ..."). A source that fails before its first bytes arrive rejects the promise. */
 export async function decompressing(source: Readable): Promise<{ compression: Compression | null; stream: Readable }> {
   readableSchema.parse(source);
   const { head, ended } = await peek(source, 4);
@@ -205,13 +229,17 @@ export async function decompressing(source: Readable): Promise<{ compression: Co
   const input = ended ? Readable.from(head.byteLength > 0 ? [head] : []) : source;
   if (compression === null) return { compression, stream: input };
 
-  // Node's zstd decoder drops whatever follows a frame's end in the same write (unless the frame's output
-  // happened to end on its 16 KiB output buffer), so its input is first cut at frame boundaries.
-  // Output in 128 KiB pieces: the default 16 KiB makes a callback and a buffer per piece (most of an import's
-  // CPU), and from 256 KiB on each piece is a mapping of its own (bin/hangar's MALLOC_MMAP_THRESHOLD_), faulted
-  // in page by page: 512 MiB out of zstd took 2.11 s at 1 MiB against 1.49 s at 128 KiB (measured).
-  const chunkSize = 128 * 1024;
-  const stages: Duplex[] = compression === "gzip" ? [zlib.createGunzip({ chunkSize })] : [zstdFrameSplitter(), zlib.createZstdDecompress({ chunkSize })];
+  // On a worker thread (compression-pool.ts), which keeps the stream's context: the main thread only copies the
+  // input into chunks, and no output piece waits for its loop.
+  const session = openDecompression(compression);
+  const stages: Duplex[] = [
+    chunkedStream(DECOMPRESSION_CHUNK, 2, {
+      work: (data) => session.write(data, false),
+      finish: async () => (await session.write(new Uint8Array(new ArrayBuffer(0)), true)).pieces,
+      abandon: () => session.drop(),
+      failure: (error) => error,
+    }),
+  ];
   // The caller's stream: the errors of every stage land here, reworded, and destroying it stops them all.
   const out = new PassThrough();
   let failed = false;
@@ -232,98 +260,4 @@ export async function decompressing(source: Readable): Promise<{ compression: Co
   let tail: Readable = input;
   for (const stage of [...stages, out]) tail = tail.pipe(stage);
   return { compression, stream: out };
-}
-
-const ZSTD_MAGIC = 0xfd2fb528;
-const ZSTD_SKIPPABLE_MASK = 0xfffffff0;
-const ZSTD_SKIPPABLE_MAGIC = 0x184d2a50;
-
-/**
- * Passes a stream of zstd frames through unchanged (no copies: subarrays), but never lets a chunk run past the
- * end of a frame. Walks the frame layout of RFC 8878 §3.1: magic, header, then block headers whose sizes say
- * how far to skip, and the optional checksum; skippable frames are skipped by their size.
- */
-function zstdFrameSplitter(): Transform {
-  // What the bytes at the cursor are: a header of `need` bytes gathered into `header`, or `skip` bytes of content.
-  type Step = "magic" | "descriptor" | "skippableSize" | "blockHeader";
-  let step: Step = "magic";
-  let need = 4;
-  const header = Buffer.alloc(4);
-  let have = 0;
-  let skip = 0;
-  let checksum = false;
-  let frameEndsAfterSkip = false;
-  let offset = 0; // bytes of the stream seen, for messages
-
-  return new Transform({
-    transform(chunk: Buffer, _encoding, callback) {
-      let at = 0;
-      let from = 0;
-      try {
-        while (at < chunk.byteLength) {
-          if (skip > 0) {
-            const n = Math.min(skip, chunk.byteLength - at);
-            skip -= n;
-            at += n;
-            if (skip === 0 && frameEndsAfterSkip) {
-              frameEndsAfterSkip = false;
-              this.push(chunk.subarray(from, at));
-              from = at;
-              step = "magic";
-              need = 4;
-            }
-            continue;
-          }
-          header[have++] = chunk[at++]!;
-          if (have < need) continue;
-          have = 0;
-          const where = offset + at;
-          if (step === "magic") {
-            const magic = header.readUInt32LE(0);
-            if (magic === ZSTD_MAGIC) [step, need] = ["descriptor", 1];
-            else if ((magic & ZSTD_SKIPPABLE_MASK) >>> 0 === ZSTD_SKIPPABLE_MAGIC) [step, need] = ["skippableSize", 4];
-            else throw new Error(`unknown frame magic ${header.toString("hex")} at byte ${where - 4}`);
-          } else if (step === "skippableSize") {
-            skip = header.readUInt32LE(0);
-            frameEndsAfterSkip = true;
-          } else if (step === "descriptor") {
-            const descriptor = header[0]!;
-            if (descriptor & 0x08) throw new Error(`reserved bit set in the frame header at byte ${where - 1}`);
-            const singleSegment = (descriptor & 0x20) !== 0;
-            checksum = (descriptor & 0x04) !== 0;
-            const contentSizeBytes = [singleSegment ? 1 : 0, 2, 4, 8][descriptor >> 6]!;
-            const dictionaryBytes = [0, 1, 2, 4][descriptor & 0x03]!;
-            skip = (singleSegment ? 0 : 1) + dictionaryBytes + contentSizeBytes;
-            [step, need] = ["blockHeader", 3];
-          } else {
-            const block = header[0]! | (header[1]! << 8) | (header[2]! << 16);
-            const type = (block >> 1) & 0x03;
-            if (type === 3) throw new Error(`reserved block type at byte ${where - 3}`);
-            skip = type === 1 ? 1 : block >>> 3;
-            if (block & 0x01) {
-              skip += checksum ? 4 : 0;
-              frameEndsAfterSkip = true;
-            }
-          }
-          if (skip === 0 && frameEndsAfterSkip) {
-            // A frame that ends right here (empty skippable frame, empty last block and no checksum).
-            frameEndsAfterSkip = false;
-            this.push(chunk.subarray(from, at));
-            from = at;
-            [step, need] = ["magic", 4];
-          }
-        }
-      } catch (error) {
-        callback(error as Error);
-        return;
-      }
-      offset += chunk.byteLength;
-      if (from < chunk.byteLength) this.push(chunk.subarray(from));
-      callback();
-    },
-    flush(callback) {
-      const between = step === "magic" && have === 0 && skip === 0;
-      callback(between ? null : new Error(`unexpected end of file in a frame at byte ${offset}`));
-    },
-  });
 }
