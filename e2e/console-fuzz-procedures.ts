@@ -37,6 +37,7 @@ export const CONSOLE_PROCEDURES = {
   "volumes.copy": "mutation",
   "datasources.series": "query",
   "vms.list": "query",
+  "vms.volumes": "query",
   "vms.get": "query",
   "vms.rename": "mutation",
   "vms.setDescription": "mutation",

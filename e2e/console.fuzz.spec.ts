@@ -291,6 +291,7 @@ function validInputs(w: World): Record<ConsoleProcedure, readonly unknown[] | nu
     "volumes.copy": [{ ...volume, destSrRef: FAKE_REF2 }],
     "datasources.series": [{ srRef, rangeSeconds: 300 }],
     "vms.list": null,
+    "vms.volumes": null,
     "vms.get": [{ ref: w.vm.ref }],
     "vms.rename": [{ ref: FAKE_REF, name: "fuzz" }],
     "vms.setDescription": [{ ref: FAKE_REF, description: "fuzz" }],

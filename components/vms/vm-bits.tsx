@@ -18,10 +18,11 @@ export function PowerBadge({ state }: { state: string }) {
   return <Badge tone={POWER_TONES[state] ?? "neutral"}>{state}</Badge>;
 }
 
-/** Disks only (no CD drives): their count and total size, "2 disks, 12 GiB". */
-export function diskTotals(disks: TVmDisk[]): string {
+/** Disks only (no CD drives): their count and total size, "2 disks, 12 GiB"; the count alone while the volumes are read. */
+export function diskTotals(disks: TVmDisk[], reading = false): string {
   const real = disks.filter((disk) => !disk.isCd);
   if (real.length === 0) return "No disks";
+  if (reading) return plural(real.length, "disk");
   const bytes = real.reduce((sum, disk) => sum + (disk.vdi?.sizeBytes ?? 0), 0);
   return `${plural(real.length, "disk")}, ${formatBytes(bytes)}`;
 }
@@ -31,12 +32,14 @@ export function deviceLabel(disk: TVmDisk): string {
   return `${disk.isCd ? (disk.type === "Floppy" ? "Floppy drive" : "CD drive") : "Disk"} ${disk.userdevice}`;
 }
 
-/** One drive in a line: its volume, size and SR (a link to the SR page), or why there is none. */
-export function DiskLine({ disk }: { disk: TVmDisk }) {
+/** One drive in a line: its volume, size and SR (a link to the SR page), or why there is none; `reading` while its volume is read. */
+export function DiskLine({ disk, reading = false }: { disk: TVmDisk; reading?: boolean }) {
   return (
     <span className="flex min-w-0 flex-wrap items-center gap-x-2 gap-y-0.5 text-sm">
       <span className="font-medium text-zinc-800 dark:text-zinc-200">{deviceLabel(disk)}</span>
-      {disk.vdi === null ? (
+      {reading && !disk.empty ? (
+        <span className="text-zinc-600 dark:text-zinc-400">reading its volume…</span>
+      ) : disk.vdi === null ? (
         <span className="text-zinc-600 dark:text-zinc-400">{disk.empty ? "empty" : "volume unavailable (its SR cannot be listed)"}</span>
       ) : (
         <>

@@ -1,7 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { useDeferredValue, useMemo, useState } from "react";
+import { useDeferredValue, useEffect, useMemo, useState } from "react";
 import { useTRPC } from "@/components/trpc/trpc-provider.tsx";
 import { cn } from "@/components/ui/cn.ts";
 import { inputClasses } from "@/components/ui/field.tsx";
@@ -12,14 +12,28 @@ import { VmRows } from "./vm-rows.tsx";
 
 const vmCount = (n: number) => `${n.toLocaleString("en")} VM${n === 1 ? "" : "s"}`;
 
-/** The VMs page body: every VM the toolstack knows (a few thousand stay smooth), filtered by name, refreshed every 5 s while the page is visible. */
+/**
+ * The VMs page body: every VM the toolstack knows (a few thousand stay smooth), filtered by name, refreshed every
+ * 5 s while the page is visible. The drives' volumes come apart and later (each SR holding one is listed): read
+ * every 30 s, and at once when a VM shows a drive whose volume has not been read.
+ */
 export function VmList() {
   const trpc = useTRPC();
   const list = useQuery(trpc.vms.list.queryOptions(undefined, { refetchInterval: 5000 }));
+  const volumes = useQuery(trpc.vms.volumes.queryOptions(undefined, { refetchInterval: 30_000 }));
   const [filter, setFilter] = useState("");
   const needle = useDeferredValue(filter).trim().toLowerCase();
   const vms = list.data?.vms;
   const shown = useMemo(() => (needle === "" ? (vms ?? []) : (vms ?? []).filter((vm) => vm.name.toLowerCase().includes(needle))), [vms, needle]);
+  const known = volumes.data?.volumes;
+  const { refetch: refetchVolumes, isFetching: readingVolumes } = volumes;
+  useEffect(() => {
+    if (known === undefined || readingVolumes) return;
+    if (vms?.some((vm) => vm.disks.some((disk) => disk.vdiRef !== null && !(disk.vdiRef in known)))) void refetchVolumes();
+    // Only when the list changes (React Query keeps an unchanged list the same object): a volume that cannot be
+    // read is asked for again with the next change or in 30 s, not in a loop.
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [vms]);
 
   if (vms === undefined) {
     return list.isError ? <QueryError error={list.error} what="the VMs" onRetry={() => void list.refetch()} /> : <VmListSkeleton />;
@@ -53,7 +67,7 @@ export function VmList() {
           {shown.length === 0 ? (
             <p className="rounded-xl border border-zinc-200 px-4 py-10 text-center text-sm text-zinc-600 dark:border-zinc-800 dark:text-zinc-400">No VM matches the filter.</p>
           ) : (
-            <VmRows vms={shown} />
+            <VmRows vms={shown} volumes={known} />
           )}
         </>
       )}

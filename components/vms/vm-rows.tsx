@@ -2,7 +2,7 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useRef } from "react";
 import { formatBytes, plural } from "@/lib/format.ts";
 import { IntentLink } from "@/components/ui/intent-link.tsx";
-import type { TVmSummary } from "@/server/api/vms/schema.ts";
+import type { TListedVm, TVmDisk, TVmVolume } from "@/server/api/vms/schema.ts";
 import { DiskLine, diskTotals, linkClasses, PowerBadge, vmHref } from "./vm-bits.tsx";
 
 /** A row's height before it is measured: a VM with two disks and a CD drive. */
@@ -10,14 +10,20 @@ const ROW_ESTIMATE = 112;
 /** Rows drawn beyond the view on each side, so scrolling shows no blank. */
 const OVERSCAN = 12;
 
+/** The volumes of the VMs' drives by ref; undefined while they are read. */
+type Volumes = Record<string, TVmVolume> | undefined;
+
 interface VmRowProps {
-  vm: TVmSummary;
+  vm: TListedVm;
+  volumes: Volumes;
   index: number;
   count: number;
   measure: (node: HTMLLIElement | null) => void;
 }
 
-function VmRow({ vm, index, count, measure }: VmRowProps) {
+function VmRow({ vm, volumes, index, count, measure }: VmRowProps) {
+  const reading = volumes === undefined;
+  const disks: TVmDisk[] = vm.disks.map(({ vdiRef, ...drive }) => ({ ...drive, vdi: vdiRef === null ? null : (volumes?.[vdiRef] ?? null) }));
   return (
     <li ref={measure} data-index={index} aria-setsize={count} aria-posinset={index + 1} className="flex flex-col gap-2 px-4 py-3 sm:px-5">
       <div className="flex flex-wrap items-center justify-between gap-2">
@@ -28,15 +34,15 @@ function VmRow({ vm, index, count, measure }: VmRowProps) {
           <PowerBadge state={vm.powerState} />
         </div>
         <p className="text-sm text-zinc-600 tabular-nums dark:text-zinc-400">
-          {formatBytes(vm.memoryBytes)} memory · {plural(vm.vcpus, "vCPU")} · {diskTotals(vm.disks)}
+          {formatBytes(vm.memoryBytes)} memory · {plural(vm.vcpus, "vCPU")} · {diskTotals(disks, reading)}
         </p>
       </div>
       {vm.description ? <p className="line-clamp-1 text-xs text-zinc-600 dark:text-zinc-400">{vm.description}</p> : null}
-      {vm.disks.length > 0 ? (
+      {disks.length > 0 ? (
         <ul aria-label={`Drives of ${vm.name}`} className="flex flex-col gap-1 border-l-2 border-zinc-200 pl-3 dark:border-zinc-800">
-          {vm.disks.map((disk) => (
+          {disks.map((disk) => (
             <li key={disk.vbdRef}>
-              <DiskLine disk={disk} />
+              <DiskLine disk={disk} reading={reading} />
             </li>
           ))}
         </ul>
@@ -46,7 +52,7 @@ function VmRow({ vm, index, count, measure }: VmRowProps) {
 }
 
 /** The VMs, virtualized: only the rows in view are in the DOM (each measured), padding stands for the others. */
-export function VmRows({ vms }: { vms: TVmSummary[] }) {
+export function VmRows({ vms, volumes }: { vms: TListedVm[]; volumes: Volumes }) {
   const scrollRef = useRef<HTMLDivElement>(null);
   // TanStack Virtual returns fresh functions each render; as in the volume grid, nothing below is memoized.
   // eslint-disable-next-line react-hooks/incompatible-library
@@ -70,7 +76,7 @@ export function VmRows({ vms }: { vms: TVmSummary[] }) {
     >
       <ul aria-label="VMs" className="flex flex-col divide-y divide-zinc-200 dark:divide-zinc-800" style={{ paddingTop, paddingBottom }}>
         {items.map((item) => (
-          <VmRow key={item.key} vm={vms[item.index]!} index={item.index} count={vms.length} measure={virtualizer.measureElement} />
+          <VmRow key={item.key} vm={vms[item.index]!} volumes={volumes} index={item.index} count={vms.length} measure={virtualizer.measureElement} />
         ))}
       </ul>
     </div>

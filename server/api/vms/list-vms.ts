@@ -1,26 +1,26 @@
-// vms.list and vms.get: VMs with their disks (VBD → VDI → SR). One listing per class, never a call per
-// disk; the disks' VDIs with VDI.hangar_get_records, one SR.ls per SR that holds one (not VDI.get_all_records:
-// every SR's, 100,000 volumes at scale). A VDI on an SR that cannot be listed shows as unknown.
+// vms.list, vms.volumes and vms.get: VMs with their drives (VBD → VDI → SR). One listing per class, never a call
+// per disk. The list comes in two parts: the VMs with their drives (VM and VBD records: fast at any size), and
+// the drives' volumes (vms.volumes), which cost a listing of each SR that holds one (VDI.hangar_get_records: an
+// SR.ls; not VDI.get_all_records, every SR's, 100,000 volumes at scale), so the page shows its VMs first.
+// A VDI on an SR that cannot be listed shows as unknown.
 import "server-only";
 
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import type { XenApiClient } from "../../xenapi/client.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
-import { isListedVm, NULL_REF, type VbdRecord, type VdiRecord, type VmRecord, ZVbdRecord, ZVdiRecord, ZVifRecord, ZVmRecord } from "./records.ts";
-import type { TGetVmResponse, TListVmsResponse, TVmDisk, TVmSummary } from "./schema.ts";
+import { isListedVm, NULL_REF, type VbdRecord, type VmRecord, ZVbdRecord, ZVdiRecord, ZVifRecord, ZVmRecord } from "./records.ts";
+import type { TGetVmResponse, TListedVm, TListVmsResponse, TListVmVolumesResponse, TVmListDisk, TVmVolume } from "./schema.ts";
 
-interface DiskContext {
-  vbds: Record<string, VbdRecord>;
-  vdis: Record<string, VdiRecord>;
-  srs: Map<string, { name: string; uuid: string } | null>;
+/** The VMs the console lists, with the VBDs of their drives. */
+async function listedVms(xapi: XenApiClient): Promise<{ vms: Array<[string, VmRecord]>; vbds: Record<string, VbdRecord> }> {
+  const vms = Object.entries(await xapi.records("VM", ZVmRecord)).filter(([, vm]) => isListedVm(vm));
+  const vbds = vms.some(([, vm]) => vm.VBDs.length > 0) ? await xapi.records("VBD", ZVbdRecord) : {};
+  return { vms, vbds };
 }
 
-/** The VBDs, VDIs and SR names that these VMs' disks need. */
-async function diskContext(xapi: XenApiClient, vms: VmRecord[], vbds?: Record<string, VbdRecord>): Promise<DiskContext> {
-  const wanted = new Set(vms.flatMap((vm) => vm.VBDs));
-  const allVbds = wanted.size === 0 ? {} : (vbds ?? (await xapi.records("VBD", ZVbdRecord)));
-  const vdiRefs = [...new Set([...wanted].map((ref) => allVbds[ref]?.VDI ?? NULL_REF).filter((vdi) => vdi !== NULL_REF))];
+/** These VDIs as volumes with their SR's name, by ref; one missing is one the toolstack cannot list now. */
+async function volumesOf(xapi: XenApiClient, vdiRefs: string[]): Promise<Map<string, TVmVolume>> {
   const vdis = vdiRefs.length === 0 ? {} : await xapi.call(z.record(z.string(), ZVdiRecord), "VDI.hangar_get_records", vdiRefs);
   const srRefs = new Set(Object.values(vdis).map((vdi) => vdi.SR));
   // Getters, not SR.get_record: a record asks the plugin for live space, which the VM pages do not show.
@@ -32,33 +32,26 @@ async function diskContext(xapi: XenApiClient, vms: VmRecord[], vbds?: Record<st
       }),
     ),
   );
-  return { vbds: allVbds, vdis, srs };
+  return new Map(
+    Object.entries(vdis).map(([ref, vdi]) => [
+      ref,
+      { ref, uuid: vdi.uuid, name: vdi.name_label, sizeBytes: vdi.virtual_size, srRef: vdi.SR, srName: srs.get(vdi.SR)?.name ?? null, srUuid: srs.get(vdi.SR)?.uuid ?? null },
+    ]),
+  );
 }
 
-function disksOf(vm: VmRecord, context: DiskContext): TVmDisk[] {
+function drivesOf(vm: VmRecord, vbds: Record<string, VbdRecord>): TVmListDisk[] {
   return vm.VBDs.flatMap((vbdRef) => {
-    const vbd = context.vbds[vbdRef];
+    const vbd = vbds[vbdRef];
     if (vbd === undefined) return [];
-    const vdi = vbd.VDI === NULL_REF ? undefined : context.vdis[vbd.VDI];
-    return [
-      {
-        vbdRef,
-        userdevice: vbd.userdevice,
-        type: vbd.type,
-        isCd: vbd.type !== "Disk",
-        mode: vbd.mode,
-        bootable: vbd.bootable,
-        empty: vbd.empty || vbd.VDI === NULL_REF,
-        vdi:
-          vdi === undefined
-            ? null
-            : { ref: vbd.VDI, uuid: vdi.uuid, name: vdi.name_label, sizeBytes: vdi.virtual_size, srRef: vdi.SR, srName: context.srs.get(vdi.SR)?.name ?? null, srUuid: context.srs.get(vdi.SR)?.uuid ?? null },
-      },
-    ];
+    const empty = vbd.empty || vbd.VDI === NULL_REF;
+    return [{ vbdRef, userdevice: vbd.userdevice, type: vbd.type, isCd: vbd.type !== "Disk", mode: vbd.mode, bootable: vbd.bootable, empty, vdiRef: vbd.VDI === NULL_REF ? null : vbd.VDI }];
   }).sort((a, b) => Number(a.userdevice) - Number(b.userdevice) || a.userdevice.localeCompare(b.userdevice));
 }
 
-function summary(ref: string, vm: VmRecord, context: DiskContext): TVmSummary {
+const volumeRefs = (drives: TVmListDisk[]) => drives.flatMap((drive) => (drive.vdiRef === null ? [] : [drive.vdiRef]));
+
+function summary(ref: string, vm: VmRecord, vbds: Record<string, VbdRecord>): TListedVm {
   return {
     ref,
     uuid: vm.uuid,
@@ -67,18 +60,24 @@ function summary(ref: string, vm: VmRecord, context: DiskContext): TVmSummary {
     powerState: vm.power_state,
     memoryBytes: vm.memory_static_max,
     vcpus: vm.VCPUs_max,
-    disks: disksOf(vm, context),
+    disks: drivesOf(vm, vbds),
   };
 }
 
 export async function listVms(xapi: XenApiClient): Promise<TListVmsResponse> {
-  const vms = Object.entries(await xapi.records("VM", ZVmRecord)).filter(([, vm]) => isListedVm(vm));
-  const context = await diskContext(xapi, vms.map(([, vm]) => vm));
+  const { vms, vbds } = await listedVms(xapi);
   return {
     vms: vms
-      .map(([ref, vm]) => summary(ref, vm, context))
+      .map(([ref, vm]) => summary(ref, vm, vbds))
       .sort((a, b) => a.name.localeCompare(b.name, undefined, { numeric: true }) || a.uuid.localeCompare(b.uuid)),
   };
+}
+
+/** The volumes of every listed VM's drives. */
+export async function listVmVolumes(xapi: XenApiClient): Promise<TListVmVolumesResponse> {
+  const { vms, vbds } = await listedVms(xapi);
+  const refs = new Set(vms.flatMap(([, vm]) => volumeRefs(drivesOf(vm, vbds))));
+  return { volumes: Object.fromEntries(await volumesOf(xapi, [...refs])) };
 }
 
 const ZNetworkName = z.string();
@@ -107,8 +106,9 @@ export async function getVm(xapi: XenApiClient, ref: string): Promise<TGetVmResp
       (entry): entry is readonly [string, VbdRecord] => entry[1] !== null,
     ),
   );
-  const [context, interfaces] = await Promise.all([
-    diskContext(xapi, [vm], vbds),
+  const drives = drivesOf(vm, vbds);
+  const [volumes, interfaces] = await Promise.all([
+    volumesOf(xapi, volumeRefs(drives)),
     Promise.all(
       vm.VIFs.map(async (vifRef) => {
         const vif = await unlessGone(xapi.call(ZVifRecord, "VIF.get_record", vifRef));
@@ -119,7 +119,8 @@ export async function getVm(xapi: XenApiClient, ref: string): Promise<TGetVmResp
     ),
   ]);
   return {
-    ...summary(ref, vm, context),
+    ...summary(ref, vm, vbds),
+    disks: drives.map(({ vdiRef, ...drive }) => ({ ...drive, vdi: vdiRef === null ? null : (volumes.get(vdiRef) ?? null) })),
     vcpusAtStartup: vm.VCPUs_at_startup,
     memoryMinBytes: vm.memory_static_min,
     interfaces: interfaces.filter((vif) => vif !== null).sort((a, b) => Number(a.device) - Number(b.device)),

@@ -59,13 +59,23 @@ test("vms: list with disks and SRs, get with interfaces, rename, description, de
   assert.equal(listed.vcpus, 2);
   assert.equal(listed.powerState, "Halted");
   assert.deepEqual(
-    listed.disks.map((d) => [d.userdevice, d.isCd, d.empty, d.vdi?.name ?? null, d.vdi?.sizeBytes ?? null, d.vdi?.srRef ?? null, d.vdi?.srName ?? null, d.vdi?.srUuid ?? null]),
+    listed.disks.map((d) => [d.userdevice, d.isCd, d.empty, d.vdiRef]),
     [
-      ["0", false, false, "web 10 root", 8 * MiB, sr, srName, srUuid],
-      ["1", false, false, "web 10 data", 4 * MiB, sr, srName, srUuid],
-      ["3", true, true, null, null, null, null, null],
+      ["0", false, false, web.root],
+      ["1", false, false, web.data],
+      ["3", true, true, null],
     ],
   );
+  const { volumes } = await caller.vms.volumes();
+  assert.deepEqual(Object.keys(volumes).sort(), [web.root, web.data, db.root, db.data].sort(), "the listed VMs' volumes, the template's none");
+  assert.deepEqual(
+    [web.root, web.data].map((ref) => [volumes[ref]!.name, volumes[ref]!.sizeBytes, volumes[ref]!.srRef, volumes[ref]!.srName, volumes[ref]!.srUuid]),
+    [
+      ["web 10 root", 8 * MiB, sr, srName, srUuid],
+      ["web 10 data", 4 * MiB, sr, srName, srUuid],
+    ],
+  );
+  await assert.rejects(anonymous.vms.volumes(), isCode("UNAUTHORIZED"));
 
   const page = await caller.vms.get({ ref: web.vm });
   assert.equal(page.name, "web 10");
@@ -74,7 +84,14 @@ test("vms: list with disks and SRs, get with interfaces, rename, description, de
     [["0", "aa:bb:cc:dd:ee:01", 1500, network, "string"]],
   );
   assert.ok(page.allowedOperations.includes("destroy"));
-  assert.equal(page.disks.length, 3);
+  assert.deepEqual(
+    page.disks.map((d) => [d.userdevice, d.vdi?.name ?? null, d.vdi?.srUuid ?? null]),
+    [
+      ["0", "web 10 root", srUuid],
+      ["1", "web 10 data", srUuid],
+      ["3", null, null],
+    ],
+  );
 
   await caller.vms.rename({ ref: web.vm, name: "  web renamed  " });
   await caller.vms.setDescription({ ref: web.vm, description: "front end" });
@@ -102,7 +119,7 @@ test("vms: list with disks and SRs, get with interfaces, rename, description, de
   await assert.rejects(caller.vms.get({ ref: template }), isCode("NOT_FOUND"));
 });
 
-test("vms: the disks' volumes are read from the SRs that hold them only, not from every SR", async (t) => {
+test("vms: the list reads no volumes; the disks' volumes are read from the SRs that hold them only, not from every SR", async (t) => {
   const { caller, xapi } = await startConsoleUnderTest(t);
   const pool = (await xapi.call(z.array(zRef), "pool.get_all"))[0]!;
   const sr = await xapi.call(zRef, "pool.get_default_SR", pool);
@@ -114,16 +131,19 @@ test("vms: the disks' volumes are read from the SRs that hold them only, not fro
   const web = await makeVm(xapi, sr, "web");
 
   const trace = join(scratch, "plugins.log");
+  const listings = async () => (await readFile(trace, "utf8").catch(() => "")).split("\n").filter((line) => / SR\.ls /.test(line)).length;
   process.env.HANGAR_PLUGIN_TRACE = trace;
-  let listed;
+  let listed, volumes;
   try {
     listed = await caller.vms.list();
+    assert.equal(await listings(), 0, "the VMs and their drives without a volume listing");
+    ({ volumes } = await caller.vms.volumes());
   } finally {
     delete process.env.HANGAR_PLUGIN_TRACE;
   }
-  assert.deepEqual(listed.vms[0]!.disks.map((disk) => disk.vdi?.ref ?? null), [web.root, web.data, null]);
-  const listings = (await readFile(trace, "utf8")).split("\n").filter((line) => / SR\.ls /.test(line));
-  assert.equal(listings.length, 1, "the default SR's listing only");
+  assert.deepEqual(listed.vms[0]!.disks.map((disk) => disk.vdiRef), [web.root, web.data, null]);
+  assert.deepEqual(Object.keys(volumes).sort(), [web.root, web.data].sort());
+  assert.equal(await listings(), 1, "the default SR's listing only");
 
   await caller.vms.destroy({ ref: web.vm, keepDisks: false });
   await xapi.call(z.unknown(), "VDI.destroy", volume);

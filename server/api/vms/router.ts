@@ -1,14 +1,15 @@
-// VMs from the toolstack: the list with their disks, one VM's page, rename, description and destroy.
+// VMs from the toolstack: the list with their drives, the drives' volumes, one VM's page, rename, description and destroy.
 import "server-only";
 
 import { authedProcedure, createTRPCRouter } from "../trpc.ts";
 import { destroyVm, renameVm, setVmDescription } from "./change-vm.ts";
-import { getVm, listVms } from "./list-vms.ts";
+import { getVm, listVms, listVmVolumes } from "./list-vms.ts";
 import {
   ZDestroyVmSchema,
   ZGetVmResponse,
   ZGetVmSchema,
   ZListVmsResponse,
+  ZListVmVolumesResponse,
   ZRenameVmSchema,
   ZSetVmDescriptionSchema,
   ZVmChangeResponse,
@@ -16,6 +17,7 @@ import {
 
 export const vmsRouter = createTRPCRouter({
   list: authedProcedure.output(ZListVmsResponse).query(({ ctx }) => listVms(ctx.xapi)),
+  volumes: authedProcedure.output(ZListVmVolumesResponse).query(({ ctx }) => listVmVolumes(ctx.xapi)),
   get: authedProcedure
     .input(ZGetVmSchema)
     .output(ZGetVmResponse)

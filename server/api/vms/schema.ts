@@ -3,7 +3,20 @@ import { z } from "zod";
 
 const ZRef = z.string().trim().min(1, "Name a VM").max(255);
 
-export const ZVmDisk = z.object({
+/** A volume a VM's drive holds, with the SR it is on. */
+export const ZVmVolume = z.object({
+  ref: z.string(),
+  uuid: z.string(),
+  name: z.string(),
+  sizeBytes: z.number(),
+  srRef: z.string(),
+  /** null when the SR's name could not be read (the SR is gone or unreachable). */
+  srName: z.string().nullable(),
+  /** The SR page's address uses it (`/storage/<uuid>`); null like srName. */
+  srUuid: z.string().nullable(),
+});
+
+const ZVmDrive = z.object({
   vbdRef: z.string(),
   /** "0", "1", … as the VM sees its devices. */
   userdevice: z.string(),
@@ -14,20 +27,17 @@ export const ZVmDisk = z.object({
   bootable: z.boolean(),
   /** Nothing inserted (CD drives). */
   empty: z.boolean(),
+});
+
+export const ZVmDisk = ZVmDrive.extend({
   /** null for an empty drive, or a volume the toolstack cannot list now (its SR unreachable). */
-  vdi: z
-    .object({
-      ref: z.string(),
-      uuid: z.string(),
-      name: z.string(),
-      sizeBytes: z.number(),
-      srRef: z.string(),
-      /** null when the SR's name could not be read (the SR is gone or unreachable). */
-      srName: z.string().nullable(),
-      /** The SR page's address uses it (`/storage/<uuid>`); null like srName. */
-      srUuid: z.string().nullable(),
-    })
-    .nullable(),
+  vdi: ZVmVolume.nullable(),
+});
+
+/** A drive as the list has it: its volume's ref only; the volumes come apart (vms.volumes), as they cost an SR listing. */
+export const ZVmListDisk = ZVmDrive.extend({
+  /** null for an empty drive. */
+  vdiRef: z.string().nullable(),
 });
 
 export const ZVmSummary = z.object({
@@ -51,7 +61,9 @@ export const ZVmInterface = z.object({
   networkName: z.string().nullable(),
 });
 
-export const ZListVmsResponse = z.object({ vms: z.array(ZVmSummary) });
+export const ZListVmsResponse = z.object({ vms: z.array(ZVmSummary.extend({ disks: z.array(ZVmListDisk) })) });
+/** The volumes of the listed VMs' drives, by ref; a ref missing is a volume the toolstack cannot list now. */
+export const ZListVmVolumesResponse = z.object({ volumes: z.record(z.string(), ZVmVolume) });
 
 export const ZGetVmSchema = z.object({ ref: ZRef });
 export const ZGetVmResponse = ZVmSummary.extend({
@@ -66,8 +78,12 @@ export const ZSetVmDescriptionSchema = z.object({ ref: ZRef, description: z.stri
 export const ZDestroyVmSchema = z.object({ ref: ZRef, keepDisks: z.boolean() });
 export const ZVmChangeResponse = z.object({ task: z.string() });
 
+export type TVmVolume = z.infer<typeof ZVmVolume>;
 export type TVmDisk = z.infer<typeof ZVmDisk>;
+export type TVmListDisk = z.infer<typeof ZVmListDisk>;
 export type TVmSummary = z.infer<typeof ZVmSummary>;
 export type TVmInterface = z.infer<typeof ZVmInterface>;
 export type TListVmsResponse = z.infer<typeof ZListVmsResponse>;
+export type TListedVm = TListVmsResponse["vms"][number];
+export type TListVmVolumesResponse = z.infer<typeof ZListVmVolumesResponse>;
 export type TGetVmResponse = z.infer<typeof ZGetVmResponse>;
