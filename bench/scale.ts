@@ -247,14 +247,18 @@ function rows(size: Size, base: Measured, full: Measured): Row[] {
     const baseline = summarise(base.ms.get(name)!).median;
     const isPage = name.includes("page:");
     const growth = GROWTH[name];
-    const label = name === "event.from" ? `event.from, ${size.watchers} watchers, until all have a VM's change` : name;
+    const fanOut = name === "event.from";
+    const label = fanOut ? `event.from, ${size.watchers} watchers, until all have a VM's change` : name;
+    // Every watcher is answered on its own connection: ten times the watchers is ten times the work. What must
+    // not grow with the objects is the time per watcher.
+    const ratio = fanOut ? ours / size.watchers / (baseline / (size.watchers / FACTOR)) : ours / baseline;
     out.push({
       measure: `${label}, ${size.vms.toLocaleString("en")} VMs, ${size.tasks.toLocaleString("en")} tasks`,
-      ours: `${ours.toFixed(0)} ms p50`,
-      baseline: `${baseline.toFixed(0)} ms at a tenth`,
-      ratio: ours / baseline,
-      target: isPage ? `< ${PAGE_TARGET_MS} ms` : `≤ ${growth}× growth`,
-      met: isPage ? ours < PAGE_TARGET_MS : ours / baseline <= growth!,
+      ours: fanOut ? `${ours.toFixed(0)} ms p50 (${(ours / size.watchers).toFixed(2)} ms per watcher)` : `${ours.toFixed(0)} ms p50`,
+      baseline: fanOut ? `${baseline.toFixed(0)} ms with ${size.watchers / FACTOR} watchers at a tenth (${(baseline / (size.watchers / FACTOR)).toFixed(2)} per watcher)` : `${baseline.toFixed(0)} ms at a tenth`,
+      ratio,
+      target: isPage ? `< ${PAGE_TARGET_MS} ms` : fanOut ? `≤ ${growth}× per watcher` : `≤ ${growth}× growth`,
+      met: isPage ? ours < PAGE_TARGET_MS : ratio <= growth!,
       note: `runs ${Math.round(Math.min(...values))}–${Math.round(Math.max(...values))} ms${full.cpuMs.has(name) ? `; service CPU ${full.cpuMs.get(name)!.toFixed(0)} vs ${base.cpuMs.get(name)!.toFixed(0)} ms/call` : ""}`,
     });
   }
