@@ -14,13 +14,15 @@ const vmCount = (n: number) => `${n.toLocaleString("en")} VM${n === 1 ? "" : "s"
 
 /**
  * The VMs page body: every VM the toolstack knows (a few thousand stay smooth), filtered by name, refreshed every
- * 5 s while the page is visible. The drives' volumes come apart and later (each SR holding one is listed): read
- * every 30 s, and at once when a VM shows a drive whose volume has not been read.
+ * 5 s while the page is visible. The drives' volumes come apart and after it (each SR holding one is listed):
+ * read every 30 s, and at once when a VM shows a drive whose volume has not been read.
  */
 export function VmList() {
   const trpc = useTRPC();
   const list = useQuery(trpc.vms.list.queryOptions(undefined, { refetchInterval: 5000 }));
-  const volumes = useQuery(trpc.vms.volumes.queryOptions(undefined, { refetchInterval: 30_000 }));
+  // Asked once the list is in: both read every VM and VBD, and the volumes' SR listings would compete with the
+  // list for the toolstack's cores.
+  const volumes = useQuery(trpc.vms.volumes.queryOptions(undefined, { refetchInterval: 30_000, enabled: list.data !== undefined }));
   const [filter, setFilter] = useState("");
   const needle = useDeferredValue(filter).trim().toLowerCase();
   const vms = list.data?.vms;
