@@ -125,11 +125,10 @@ export function decompressChunk(stream: number, kind: Kind, data: Uint8Array, en
       if (end && !decompressor.ended) write(decompressor.context, zlib.constants.Z_FINISH, data, data.byteLength, data.byteLength, pieces);
     }
   } catch (error) {
-    end = true;
+    dropDecompressor(stream);
     throw error;
-  } finally {
-    if (end) dropDecompressor(stream);
   }
+  if (end) dropDecompressor(stream);
   return pieces;
 }
 

@@ -4,7 +4,7 @@
 // and the members are written in input order; their concatenation is one valid stream for gzip/pigz/zstd -d and
 // node:zlib.
 import { availableParallelism } from "node:os";
-import { PassThrough, Readable, Transform, type Duplex, type TransformCallback } from "node:stream";
+import { PassThrough, Readable, Transform, type TransformCallback } from "node:stream";
 import { z } from "zod";
 import { compressOnPool, openDecompression, type Worked } from "./compression-pool.ts";
 
@@ -33,7 +33,7 @@ const compressorSchema = z
 type ChunkWork = {
   /** `data`'s output; `data`'s buffer comes back (it may travel to a thread and back) for the next chunk. */
   work(data: Uint8Array): Promise<Worked>;
-  /** Output to add after every chunk's, given whether there was any chunk at all. */
+  /** Output to add after every chunk's, given how many chunks there were. */
   finish(chunks: number): Promise<Buffer[]>;
   /** The stream was destroyed: chunks in flight are dropped when they come back. */
   abandon(): void;
@@ -232,32 +232,29 @@ export async function decompressing(source: Readable): Promise<{ compression: Co
   // On a worker thread (compression-pool.ts), which keeps the stream's context: the main thread only copies the
   // input into chunks, and no output piece waits for its loop.
   const session = openDecompression(compression);
-  const stages: Duplex[] = [
-    chunkedStream(DECOMPRESSION_CHUNK, 2, {
-      work: (data) => session.write(data, false),
-      finish: async () => (await session.write(new Uint8Array(new ArrayBuffer(0)), true)).pieces,
-      abandon: () => session.drop(),
-      failure: (error) => error,
-    }),
-  ];
-  // The caller's stream: the errors of every stage land here, reworded, and destroying it stops them all.
+  const decompressor = chunkedStream(DECOMPRESSION_CHUNK, 2, {
+    work: (data) => session.write(data, false),
+    finish: async () => (await session.write(new Uint8Array(new ArrayBuffer(0)), true)).pieces,
+    abandon: () => session.drop(),
+    failure: (error) => error,
+  });
+  // The caller's stream: the decompressor's errors land here, reworded, and destroying it stops everything.
   const out = new PassThrough();
   let failed = false;
   const fail = (error: Error) => {
     if (failed) return;
     failed = true;
     out.destroy(error);
-    for (const stage of stages) stage.destroy();
+    decompressor.destroy();
     input.destroy();
   };
   // The source's own failure (a stalled or cancelled upload, a dropped connection) is not the compression's: it
   // passes as it is.
   input.on("error", fail);
-  for (const stage of stages) stage.on("error", (error) => fail(new Error(`not a valid ${compression} stream: ${error.message}`, { cause: error })));
+  decompressor.on("error", (error) => fail(new Error(`not a valid ${compression} stream: ${error.message}`, { cause: error })));
   out.on("close", () => {
     if (!out.writableFinished) fail(new Error("the decompressed stream was closed before its end"));
   });
-  let tail: Readable = input;
-  for (const stage of [...stages, out]) tail = tail.pipe(stage);
+  input.pipe(decompressor).pipe(out);
   return { compression, stream: out };
 }
