@@ -2,7 +2,7 @@ import { useVirtualizer } from "@tanstack/react-virtual";
 import { useRef } from "react";
 import { formatBytes, plural } from "@/lib/format.ts";
 import { IntentLink } from "@/components/ui/intent-link.tsx";
-import type { TListedVm, TVmDisk, TVmVolume } from "@/server/api/vms/schema.ts";
+import { type TListedVm, type TVmVolume, withVolume } from "@/server/api/vms/schema.ts";
 import { DiskLine, diskTotals, linkClasses, PowerBadge, vmHref } from "./vm-bits.tsx";
 
 /** A row's height before it is measured: a VM with two disks and a CD drive. */
@@ -23,7 +23,7 @@ interface VmRowProps {
 
 function VmRow({ vm, volumes, index, count, measure }: VmRowProps) {
   const reading = volumes === undefined;
-  const disks: TVmDisk[] = vm.disks.map(({ vdiRef, ...drive }) => ({ ...drive, vdi: vdiRef === null ? null : (volumes?.[vdiRef] ?? null) }));
+  const disks = vm.disks.map((drive) => withVolume(drive, volumes));
   return (
     <li ref={measure} data-index={index} aria-setsize={count} aria-posinset={index + 1} className="flex flex-col gap-2 px-4 py-3 sm:px-5">
       <div className="flex flex-wrap items-center justify-between gap-2">

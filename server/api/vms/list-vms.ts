@@ -10,7 +10,7 @@ import { z } from "zod";
 import type { XenApiClient } from "../../xenapi/client.ts";
 import { XenApiError } from "../../xenapi/errors.ts";
 import { isListedVm, NULL_REF, type VbdRecord, type VmRecord, ZVbdRecord, ZVdiRecord, ZVifRecord, ZVmRecord } from "./records.ts";
-import type { TGetVmResponse, TListedVm, TListVmsResponse, TListVmVolumesResponse, TVmListDisk, TVmVolume } from "./schema.ts";
+import { type TGetVmResponse, type TListedVm, type TListVmsResponse, type TListVmVolumesResponse, type TVmListDisk, type TVmVolume, withVolume } from "./schema.ts";
 
 /** The VMs the console lists, with the VBDs of their drives. */
 async function listedVms(xapi: XenApiClient): Promise<{ vms: Array<[string, VmRecord]>; vbds: Record<string, VbdRecord> }> {
@@ -20,7 +20,7 @@ async function listedVms(xapi: XenApiClient): Promise<{ vms: Array<[string, VmRe
 }
 
 /** These VDIs as volumes with their SR's name, by ref; one missing is one the toolstack cannot list now. */
-async function volumesOf(xapi: XenApiClient, vdiRefs: string[]): Promise<Map<string, TVmVolume>> {
+async function volumesOf(xapi: XenApiClient, vdiRefs: string[]): Promise<Record<string, TVmVolume>> {
   const vdis = vdiRefs.length === 0 ? {} : await xapi.call(z.record(z.string(), ZVdiRecord), "VDI.hangar_get_records", vdiRefs);
   const srRefs = new Set(Object.values(vdis).map((vdi) => vdi.SR));
   // Getters, not SR.get_record: a record asks the plugin for live space, which the VM pages do not show.
@@ -32,7 +32,7 @@ async function volumesOf(xapi: XenApiClient, vdiRefs: string[]): Promise<Map<str
       }),
     ),
   );
-  return new Map(
+  return Object.fromEntries(
     Object.entries(vdis).map(([ref, vdi]) => [
       ref,
       { ref, uuid: vdi.uuid, name: vdi.name_label, sizeBytes: vdi.virtual_size, srRef: vdi.SR, srName: srs.get(vdi.SR)?.name ?? null, srUuid: srs.get(vdi.SR)?.uuid ?? null },
@@ -77,7 +77,7 @@ export async function listVms(xapi: XenApiClient): Promise<TListVmsResponse> {
 export async function listVmVolumes(xapi: XenApiClient): Promise<TListVmVolumesResponse> {
   const { vms, vbds } = await listedVms(xapi);
   const refs = new Set(vms.flatMap(([, vm]) => volumeRefs(drivesOf(vm, vbds))));
-  return { volumes: Object.fromEntries(await volumesOf(xapi, [...refs])) };
+  return { volumes: await volumesOf(xapi, [...refs]) };
 }
 
 const ZNetworkName = z.string();
@@ -120,7 +120,7 @@ export async function getVm(xapi: XenApiClient, ref: string): Promise<TGetVmResp
   ]);
   return {
     ...summary(ref, vm, vbds),
-    disks: drives.map(({ vdiRef, ...drive }) => ({ ...drive, vdi: vdiRef === null ? null : (volumes.get(vdiRef) ?? null) })),
+    disks: drives.map((drive) => withVolume(drive, volumes)),
     vcpusAtStartup: vm.VCPUs_at_startup,
     memoryMinBytes: vm.memory_static_min,
     interfaces: interfaces.filter((vif) => vif !== null).sort((a, b) => Number(a.device) - Number(b.device)),

@@ -81,6 +81,11 @@ export const ZVmChangeResponse = z.object({ task: z.string() });
 export type TVmVolume = z.infer<typeof ZVmVolume>;
 export type TVmDisk = z.infer<typeof ZVmDisk>;
 export type TVmListDisk = z.infer<typeof ZVmListDisk>;
+
+/** A listed drive with its volume from `volumes` (by ref); null when the drive is empty or the volume unknown. */
+export function withVolume({ vdiRef, ...drive }: TVmListDisk, volumes: Readonly<Record<string, TVmVolume>> | undefined): TVmDisk {
+  return { ...drive, vdi: vdiRef === null ? null : (volumes?.[vdiRef] ?? null) };
+}
 export type TVmSummary = z.infer<typeof ZVmSummary>;
 export type TVmInterface = z.infer<typeof ZVmInterface>;
 export type TListVmsResponse = z.infer<typeof ZListVmsResponse>;
